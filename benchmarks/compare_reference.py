@@ -1,0 +1,136 @@
+#!/usr/bin/env python
+"""Run a fastfc method on the ten published 8-client splits and compare with the reference results.
+
+Prints a markdown table: our mean±std Purity / ARI / NMI / ACC over seeds and the median
+wall time of a whole fit (every client, the server and the labelling of all rows, JIT warm),
+next to the reference implementation's numbers from ``shared/reference_results`` and the
+time ratio (reference median / ours).
+
+Usage::
+
+    python benchmarks/compare_reference.py kfed --preset reference --seeds 0-9
+    python benchmarks/compare_reference.py kfed --preset default --splits US,EC --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
+SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
+METRICS = ["purity", "ari", "nmi", "acc"]
+REFERENCE_FILE = {"kfed": "kfed_ref.jsonl"}
+
+
+def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
+    """Estimator parameters of a named preset for one split."""
+    if preset == "default":
+        return {}
+    if method == "kfed" and preset == "reference":
+        # the published code as run for shared/reference_results: k' = min(K, d), client 0 seeds
+        # the farthest-first traversal, Lloyd to convergence at the server, nearest-centre labels
+        return dict(n_local_clusters=min(n_classes, n_features), seed_client="first", server_max_iter=None, assign="nearest")
+    raise SystemExit(f"no preset {preset!r} for method {method!r}")
+
+
+def parse_seeds(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            out.extend(range(int(lo), int(hi) + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+def load_reference(method: str) -> dict[str, dict[str, list[float]]]:
+    path = SHARED / "reference_results" / REFERENCE_FILE.get(method, "")
+    ref: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    if not path.is_file():
+        return ref
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        for key in METRICS + ["seconds"]:
+            ref[rec["dataset"]][key].append(rec[key])
+    return ref
+
+
+def run_split(method: str, split: str, preset: str, seeds: list[int], n_jobs: int | None, repeats: int) -> dict:
+    from fastfc.datasets import load_client_npz
+    from fastfc.experiment import make_estimator
+    from fastfc.metrics import evaluate
+
+    X_clients, y_clients = load_client_npz(str(SHARED / "datasets" / "fedhire_splits" / f"{split}.npz"))
+    y = np.concatenate(y_clients)
+    k = int(np.unique(y).size)
+    params = presets(method, preset, k, X_clients[0].shape[1])
+    make_estimator(method, n_clusters=k, random_state=0, n_jobs=n_jobs, **params).fit_clients(X_clients)  # warm-up
+    scores: dict[str, list[float]] = defaultdict(list)
+    for seed in seeds:
+        times = []
+        for _ in range(repeats):
+            est = make_estimator(method, n_clusters=k, random_state=seed, n_jobs=n_jobs, **params)
+            t0 = time.perf_counter()
+            est.fit_clients(X_clients)
+            times.append(time.perf_counter() - t0)
+        scores["seconds"].append(float(np.median(times)))
+        for key, value in evaluate(y, est.labels_).items():
+            scores[key].append(float(value))
+    return {k: v for k, v in scores.items()}
+
+
+def fmt(values: list[float]) -> str:
+    return f"{np.mean(values):.3f}±{np.std(values):.3f}" if values else "—"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("method")
+    ap.add_argument("--preset", default="default", help="parameter preset: default | reference")
+    ap.add_argument("--splits", default=",".join(SPLITS))
+    ap.add_argument("--seeds", default="0-9")
+    ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3, help="timed fits per seed (median taken)")
+    ap.add_argument("--json", default=None, help="also write the raw per-seed numbers here")
+    args = ap.parse_args(argv)
+
+    seeds = parse_seeds(args.seeds)
+    ref = load_reference(args.method)
+    rows, raw = [], {}
+    for split in args.splits.split(","):
+        ours = run_split(args.method, split, args.preset, seeds, args.n_jobs, args.repeats)
+        raw[split] = ours
+        r = ref.get(split, {})
+        d_ari = np.mean(ours["ari"]) - np.mean(r["ari"]) if r.get("ari") else float("nan")
+        t_ours = float(np.median(ours["seconds"]))
+        t_ref = float(np.median(r["seconds"])) if r.get("seconds") else float("nan")
+        rows.append(
+            f"| {split} | " + " | ".join(fmt(ours[m]) for m in METRICS)
+            + f" | {fmt(r.get('ari', []))} | {fmt(r.get('nmi', []))} | {d_ari:+.3f}"
+            + f" | {t_ours * 1e3:.2f} | {t_ref * 1e3:.2f} | {t_ref / t_ours:.1f}× |"
+        )
+        print(f"done {split}", file=sys.stderr)
+    import platform
+
+    print(f"{args.method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}, "
+          f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; "
+          f"time = median over seeds of the median of {args.repeats} whole fits (JIT warm)\n")
+    print("| split | Purity | ARI | NMI | ACC | ref ARI | ref NMI | ΔARI | ms (ours) | ms (ref) | ref/ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(raw, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

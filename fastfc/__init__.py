@@ -1,0 +1,34 @@
+"""fastfc: fast one-shot federated clustering.
+
+Estimators follow scikit-learn conventions (``fit``, ``predict``,
+``fit_predict``, ``labels_``) and add ``fit_clients`` for data held per
+client. Every method is also available as its three protocol phases
+(client summary, server aggregation, client assignment), so the same code
+runs in-process or across machines.
+
+Submodules and estimators are imported lazily, so ``import fastfc`` is cheap.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0.dev0"
+
+_ESTIMATORS = {
+    "KFed": "fastfc.kfed",
+}
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "experiment")
+
+__all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _ESTIMATORS:
+        return getattr(importlib.import_module(_ESTIMATORS[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"fastfc.{name}")
+    raise AttributeError(f"module 'fastfc' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__
