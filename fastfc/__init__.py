@@ -16,8 +16,10 @@ __version__ = "0.1.0.dev0"
 
 _ESTIMATORS = {
     "KFed": "fastfc.kfed",
+    "FedHIRE": "fastfc.fed_hire",
+    "GOLD": "fastfc.gold",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "experiment")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment")
 
 __all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
 

@@ -40,14 +40,19 @@ def resolve_entropy(random_state) -> int:
     )
 
 
-def client_rng(entropy: int, client_index: int) -> np.random.Generator:
-    """Independent stream of client ``client_index`` (a pure function of its arguments)."""
-    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(_CLIENT_STREAM, int(client_index))))
+def client_rng(entropy: int, client_index: int, restart: int = 0) -> np.random.Generator:
+    """Independent stream of client ``client_index`` (a pure function of its arguments).
+
+    ``restart > 0`` gives the fresh, independent stream of a whole-run restart.
+    """
+    key = (_CLIENT_STREAM, int(client_index)) + ((int(restart),) if restart else ())
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=key))
 
 
-def server_rng(entropy: int) -> np.random.Generator:
-    """Independent stream of the server."""
-    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(_SERVER_STREAM,)))
+def server_rng(entropy: int, restart: int = 0) -> np.random.Generator:
+    """Independent stream of the server (``restart > 0``: that restart's fresh stream)."""
+    key = (_SERVER_STREAM,) + ((int(restart),) if restart else ())
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=key))
 
 
 def sklearn_seed(rng: np.random.Generator) -> int:

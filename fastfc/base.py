@@ -75,6 +75,17 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
                 f"n_clusters={self.n_clusters} is larger than the number of samples ({n_total}) over all clients"
             )
 
+    #: exceptions of the server phase after which the in-process runner
+    #: reruns the whole one-shot fit (clients and server) with fresh randomness
+    _restart_on: tuple[type[Exception], ...] = ()
+
+    def _max_restarts(self) -> int:
+        """How many whole-run restarts ``_restart_on`` errors may trigger (override)."""
+        return 0
+
+    def _set_client_attributes(self, states: list[Any], replies: list[Message]) -> None:
+        """Set per-client fitted attributes from private states and replies (override to add)."""
+
     def _set_model_attributes(self, model: Message) -> None:
         """Copy what the global model defines onto fitted attributes (override to add)."""
         centers = getattr(model, "centers", None)
@@ -241,15 +252,27 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
             return None if progress is None else (lambda done, total: progress(phase, done, total))
 
         t0 = time.perf_counter()
-        with limit_native_threads(self._kernel_threads):
-            client_out = map_clients(
-                lambda i: self._summarize(X_clients[i], client_rng(entropy, i)), n_clients, workers, tick("summarize")
-            )
-        t1 = time.perf_counter()
-        summaries = [s for s, _ in client_out]
-        self._kernel_threads = n_jobs
-        with limit_native_threads(n_jobs):
-            model, replies = self._aggregate(summaries, server_rng(entropy))
+        max_restarts = self._max_restarts()
+        for restart in range(max_restarts + 1):
+            self._kernel_threads = max(1, n_jobs // max(workers, 1))
+            with limit_native_threads(self._kernel_threads):
+                client_out = map_clients(
+                    lambda i: self._summarize(X_clients[i], client_rng(entropy, i, restart)),
+                    n_clients, workers, tick("summarize"),
+                )
+            t1 = time.perf_counter()
+            summaries = [s for s, _ in client_out]
+            self._kernel_threads = n_jobs
+            try:
+                with limit_native_threads(n_jobs):
+                    model, replies = self._aggregate(summaries, server_rng(entropy, restart))
+                break
+            except self._restart_on as exc:
+                if restart == max_restarts:
+                    raise ValueError(
+                        f"{exc}; the run failed in all {max_restarts + 1} attempt(s) with fresh randomness"
+                    ) from None
+        self.n_restarts_ = restart
         if len(replies) != n_clients:  # programming error in a method
             raise RuntimeError(f"server produced {len(replies)} replies for {n_clients} clients")
         t2 = time.perf_counter()
@@ -266,6 +289,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         self.client_labels_ = labels
         self.timings_ = {"client": t1 - t0, "server": t2 - t1, "assign": t3 - t2, "total": t3 - t0}
         self._set_model_attributes(model)
+        self._set_client_attributes([out[1] for out in client_out], replies)
 
     # ------------------------------------------------------------- predicting
     def predict(self, X):

@@ -12,11 +12,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["METHODS", "make_estimator", "load_federated", "run_method"]
+__all__ = ["METHODS", "make_estimator", "load_federated", "run_method", "complete_dataset"]
 
 #: method name (as used by the CLI) -> "module:Class"
 METHODS: dict[str, str] = {
     "kfed": "fastfc.kfed:KFed",
+    "fedhire": "fastfc.fed_hire:FedHIRE",
+    "gold": "fastfc.gold:GOLD",
 }
 
 
@@ -86,10 +88,26 @@ def run_method(
     n_jobs: int | None = None,
     params: dict[str, Any] | None = None,
     progress: Callable[[str, int, int], Any] | None = None,
+    protocol: str = "client",
+    X_full: np.ndarray | None = None,
+    y_full: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Fit ``method`` on the clients and score the labels of all their rows.
+    """Fit ``method`` on the clients and score the result.
 
     ``n_clusters`` defaults to the number of distinct labels in ``y_clients``.
+
+    Two evaluation protocols (gold.md §6):
+
+    ``protocol="client"`` (default)
+        The labels of all clients' rows, concatenated in client order
+        (duplicates across clients included), against ``y_clients``.
+    ``protocol="centroid"`` (centroid inheritance)
+        One nearest-centroid step of the fitted global centres
+        (``estimator.predict``) on the complete dataset ``X_full`` scored
+        against ``y_full``. Without ``X_full`` the complete dataset is the
+        union of the clients' distinct rows (rows repeated across clients are
+        kept once, with their label). Silhouette and Calinski–Harabasz are
+        added, computed on that dataset.
 
     Returns
     -------
@@ -107,15 +125,47 @@ def run_method(
     est = make_estimator(method, n_clusters=n_clusters, random_state=random_state, n_jobs=n_jobs, **(params or {}))
     est.fit_clients(X_clients, progress=progress)
     metrics = {}
-    if y_clients is not None:
-        metrics = evaluate(np.concatenate(y_clients), est.labels_)
+    if protocol == "client":
+        if y_clients is not None:
+            metrics = evaluate(np.concatenate(y_clients), est.labels_)
+    elif protocol == "centroid":
+        if X_full is None:
+            X_full, y_full = complete_dataset(X_clients, y_clients)
+        pred = est.predict(X_full)
+        if y_full is not None:
+            metrics = evaluate(np.asarray(y_full), pred, X_full, random_state=0)
+    else:
+        raise ValueError(f"protocol must be 'client' or 'centroid', got {protocol!r}")
     return {
         "method": method,
         "n_clients": len(X_clients),
         "n_samples": int(sum(len(x) for x in X_clients)),
         "n_features": int(X_clients[0].shape[1]),
         "n_clusters": int(n_clusters),
+        "protocol": protocol,
         "metrics": {k: float(v) for k, v in metrics.items()},
         "timings": dict(est.timings_),
         "estimator": est,
     }
+
+
+def complete_dataset(
+    X_clients: list[np.ndarray], y_clients: list[np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The union of the clients' distinct rows (first occurrence order) and their labels.
+
+    Parameters
+    ----------
+    X_clients : list of ndarray of shape (n_samples_l, n_features)
+    y_clients : list of ndarray of shape (n_samples_l,), default=None
+
+    Returns
+    -------
+    X : ndarray of shape (n_distinct, n_features)
+    y : ndarray of shape (n_distinct,) or None
+    """
+    X = np.concatenate(X_clients)
+    _, first = np.unique(X, axis=0, return_index=True)
+    first = np.sort(first)
+    y = None if y_clients is None else np.concatenate(y_clients)[first]
+    return X[first], y

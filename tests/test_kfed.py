@@ -10,7 +10,7 @@ from fastfc import KFed
 from fastfc.kfed import KFedReply, KFedSummary, d2_seeding, farthest_first_seeds, local_awasthi_sheffet
 from fastfc.protocol import MessageError, decode_message
 
-from .conftest import REFERENCE, load_split
+from conftest import REFERENCE, load_split
 
 
 def test_farthest_first_on_a_line():
@@ -92,10 +92,14 @@ def test_fit_with_client_ids_matches_fit_clients(federated_blobs):
     X = np.concatenate(X_clients)
     ids = np.repeat(np.array(["a", "b", "c"]), [len(x) for x in X_clients])
     perm = np.random.default_rng(3).permutation(len(X))
-    a = KFed(n_clusters=4, random_state=7).fit_clients(X_clients)
-    b = KFed(n_clusters=4, random_state=7).fit(X[perm], client_ids=ids[perm])
-    np.testing.assert_array_equal(b.labels_, a.labels_[perm])
+    Xp, idp = X[perm], ids[perm]
+    # fit() keeps each client's rows in their input order, so the same clients in that
+    # order through fit_clients give the same model; labels come back in input order
+    a = KFed(n_clusters=4, random_state=7).fit_clients([Xp[idp == c] for c in ("a", "b", "c")])
+    b = KFed(n_clusters=4, random_state=7).fit(Xp, client_ids=idp)
     np.testing.assert_array_equal(b.cluster_centers_, a.cluster_centers_)
+    for c, lab in zip(("a", "b", "c"), a.client_labels_):
+        np.testing.assert_array_equal(b.labels_[idp == c], lab)
 
 
 def test_protocol_phases_over_bytes_match_fit_clients(federated_blobs):

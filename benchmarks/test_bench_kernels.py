@@ -1,0 +1,31 @@
+"""pytest-benchmark: nearest-prototype kernel vs scikit-learn's pairwise_distances_argmin.
+
+Run with ``python -m pytest benchmarks/test_bench_kernels.py --benchmark-enable``.
+"""
+import numpy as np
+import pytest
+from sklearn.metrics import pairwise_distances_argmin
+
+from fastfc._assign import assign_nearest
+
+SHAPES = [(100_000, 16, 10), (100_000, 100, 10), (100_000, 2, 15), (100_000, 36, 50)]
+
+
+@pytest.fixture(scope="module", params=SHAPES, ids=lambda s: "n%d-d%d-k%d" % s)
+def data(request):
+    n, d, k = request.param
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, d)), rng.standard_normal((k, d))
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_fastfc(benchmark, data, n_jobs):
+    X, C = data
+    labels = benchmark(assign_nearest, X, C, n_jobs=n_jobs)
+    assert labels.shape == (len(X),)
+
+
+def test_sklearn(benchmark, data):
+    X, C = data
+    labels = benchmark(pairwise_distances_argmin, X, C)
+    assert labels.shape == (len(X),)

@@ -1,0 +1,101 @@
+"""Nearest-prototype assignment: the ``predict`` of every fastfc method.
+
+Thin validating wrapper around the compiled kernel
+:func:`fastfc._kernels._assign.assign_nearest_kernel`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernels._assign import assign_nearest_kernel, openmp_enabled
+from ._parallel import effective_n_jobs
+
+__all__ = ["assign_nearest", "openmp_enabled"]
+
+#: rows per chunk; small enough that a chunk's rows stay in L2 for d <= 64
+CHUNK_SIZE = 512
+
+
+def _as_float_2d(name: str, A, dtype) -> np.ndarray:
+    A = np.asarray(A)
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got an array of shape {A.shape}")
+    if A.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be numeric, got dtype {A.dtype}")
+    A = np.ascontiguousarray(A, dtype=dtype)
+    if not np.isfinite(A).all():
+        raise ValueError(f"{name} contains NaN or infinity")
+    return A
+
+
+def assign_nearest(
+    X,
+    centers,
+    weights=None,
+    *,
+    n_jobs: int | None = None,
+    return_distances: bool = False,
+    check_finite: bool = True,
+):
+    """Index of the nearest prototype of every row, under optional diagonal weights.
+
+    The distance of row ``x`` to prototype ``k`` is
+    ``sum_j weights[k, j] * (x[j] - centers[k, j]) ** 2`` (plain squared
+    Euclidean distance when ``weights`` is None).  Ties go to the lowest index.
+    The result does not depend on ``n_jobs``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Rows to label. float32 input is computed in float32; anything else in
+        float64.
+    centers : array-like of shape (n_prototypes, n_features)
+    weights : array-like of shape (n_prototypes, n_features), default=None
+        Non-negative per-prototype feature weights.
+    n_jobs : int, default=None
+        Threads of the compiled kernel (None = 1, -1 = all cores).
+    return_distances : bool, default=False
+        Also return the minimal (weighted) squared distance of each row.
+    check_finite : bool, default=True
+        Reject NaN/inf in ``X`` (prototypes and weights are always checked).
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,), dtype=int32
+    distances : ndarray of shape (n_samples,), dtype of the computation
+        Only when ``return_distances`` is True.
+    """
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
+    if X.dtype.kind not in "fiub":
+        raise TypeError(f"X must be numeric, got dtype {X.dtype}")
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    X = np.ascontiguousarray(X, dtype=dtype)
+    if check_finite and not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinity")
+    C = _as_float_2d("centers", centers, dtype)
+    if C.shape[0] == 0:
+        raise ValueError("centers is empty: at least one prototype is needed")
+    if C.shape[1] != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} features but centers have {C.shape[1]}")
+    CT = np.ascontiguousarray(C.T)
+    if weights is None:
+        WT, weighted = CT, False
+    else:
+        W = _as_float_2d("weights", weights, dtype)
+        if W.shape != C.shape:
+            raise ValueError(f"weights must have the shape of centers {C.shape}, got {W.shape}")
+        if (W < 0).any():
+            raise ValueError("weights must be non-negative")
+        WT, weighted = np.ascontiguousarray(W.T), True
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.int32)
+    dist = np.empty(n, dtype=dtype)
+    n_threads = effective_n_jobs(n_jobs)
+    assign_nearest_kernel(X, CT, WT, weighted, labels, dist, n_threads, CHUNK_SIZE)
+    if n and (labels < 0).any():
+        raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")
+    if return_distances:
+        return labels, dist
+    return labels

@@ -1,0 +1,909 @@
+"""Numba kernels of the competitive penalized learning (CPL) engine of Fed-HIRE and GOLD.
+
+Numeric work only. Every kernel takes validated, C-contiguous arrays of the exact dtype
+(float64 data, int64 indices and counts, uint8 flags) plus preallocated buffers, never
+validates, never allocates inside its hot loops, never touches an RNG, and releases the GIL
+(``nogil=True``) so independent clients can run in threads. The orchestration (pass loop,
+convergence, seeds, output) lives in :mod:`fastfc._cpl`.
+
+Specs: ``shared/specs/fed_hire.md`` §3.1 (CPL), §3.5 (weighted k-modes), §4.3 (kernels) and
+``shared/specs/gold.md`` §3.1 / §3.4.
+
+Conventions shared by the CPL kernels (``k`` candidate slots, ``n`` samples, ``d`` features):
+
+* ``S`` (k, d) running sums, ``C`` (k, d) running centroids ``S_j / cnt_j`` (valid where
+  ``cnt_j > 0``), ``cnt`` (k,) int64 member counts.
+* ``Mw`` (k, d) feature weights (``m_jz`` of the spec), ``theta`` (k,) raw cluster weights,
+  ``logw`` (k,) ``log sigmoid(10 theta - 5)`` cached, ``wins`` (k,) float64 win counters.
+* ``y`` (n,) int64 labels, ``-1`` = not yet assigned.
+* ``live`` (k,) uint8: the candidate is scored. Robust semantics: not dead. Reference
+  semantics: ``cnt > 0`` and a finite feature-weight row and a finite ``theta``.
+* ``live_idx`` (k,) int64: compact list of candidate ids, increasing; its first ``n_live``
+  entries are scanned. Candidates that die during a pass stay in the list (skipped through
+  ``live``) until :func:`cpl_compact_live` rebuilds it between passes. ``inlist`` (k,) uint8
+  marks the ids held in the list.
+* ``wnan`` (k,) uint8, reference semantics only: the feature-weight row is NaN (§3.1.6).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from fastfc._config import NUMBA_CACHE
+
+__all__ = [
+    "log_sigmoid_weight",
+    "cpl_init_logw",
+    "cpl_pass",
+    "cpl_compact_live",
+    "cpl_feature_weights",
+    "cpl_objective",
+    "kmodes_stats",
+    "kmodes_modes",
+    "kmodes_weights",
+    "kmodes_assign",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def log_sigmoid_weight(theta):
+    """``log w`` with ``w = 1 / (1 + exp(-10 theta + 5))``, i.e. ``-softplus(5 - 10 theta)``.
+
+    Stable for any finite ``theta``; NaN in, NaN out.
+    """
+    t = 5.0 - 10.0 * theta
+    if t > 0.0:
+        return -(t + math.log1p(math.exp(-t)))
+    return -math.log1p(math.exp(t))
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def cpl_init_logw(theta, logw):
+    """Fill ``logw`` (k,) OUT from ``theta`` (k,) IN with :func:`log_sigmoid_weight`."""
+    for j in range(theta.shape[0]):
+        logw[j] = log_sigmoid_weight(theta[j])
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _wterm(X, i, C, Mw, j, z):
+    diff = X[i, z] - C[j, z]
+    return Mw[j, z] * (diff * diff)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _pw_leaf(X, i, C, Mw, j, s, n):
+    """NumPy's pairwise-sum leaf (n <= 128) over the terms ``s .. s+n-1``."""
+    if n < 8:
+        res = 0.0
+        for z in range(s, s + n):
+            res += _wterm(X, i, C, Mw, j, z)
+        return res
+    r0 = _wterm(X, i, C, Mw, j, s)
+    r1 = _wterm(X, i, C, Mw, j, s + 1)
+    r2 = _wterm(X, i, C, Mw, j, s + 2)
+    r3 = _wterm(X, i, C, Mw, j, s + 3)
+    r4 = _wterm(X, i, C, Mw, j, s + 4)
+    r5 = _wterm(X, i, C, Mw, j, s + 5)
+    r6 = _wterm(X, i, C, Mw, j, s + 6)
+    r7 = _wterm(X, i, C, Mw, j, s + 7)
+    m = n - n % 8
+    for t in range(8, m, 8):
+        z = s + t
+        r0 += _wterm(X, i, C, Mw, j, z)
+        r1 += _wterm(X, i, C, Mw, j, z + 1)
+        r2 += _wterm(X, i, C, Mw, j, z + 2)
+        r3 += _wterm(X, i, C, Mw, j, z + 3)
+        r4 += _wterm(X, i, C, Mw, j, z + 4)
+        r5 += _wterm(X, i, C, Mw, j, z + 5)
+        r6 += _wterm(X, i, C, Mw, j, z + 6)
+        r7 += _wterm(X, i, C, Mw, j, z + 7)
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for z in range(s + m, s + n):
+        res += _wterm(X, i, C, Mw, j, z)
+    return res
+
+
+# NumPy's pairwise summation halves blocks longer than 128 terms recursively. Numba cannot load
+# a cached recursive function safely, so the recursion is unrolled into explicit levels: level m
+# handles up to about 128 * 2**m terms exactly; the last level (d above ~2**19) sums its halves
+# with leaves only, which is still deterministic but no longer NumPy's order.
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec1(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_leaf(X, i, C, Mw, j, s, n2) + _pw_leaf(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec2(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec1(X, i, C, Mw, j, s, n2) + _pw_rec1(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec3(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec2(X, i, C, Mw, j, s, n2) + _pw_rec2(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec4(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec3(X, i, C, Mw, j, s, n2) + _pw_rec3(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec5(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec4(X, i, C, Mw, j, s, n2) + _pw_rec4(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec6(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec5(X, i, C, Mw, j, s, n2) + _pw_rec5(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec7(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec6(X, i, C, Mw, j, s, n2) + _pw_rec6(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec8(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec7(X, i, C, Mw, j, s, n2) + _pw_rec7(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec9(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec8(X, i, C, Mw, j, s, n2) + _pw_rec8(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec10(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec9(X, i, C, Mw, j, s, n2) + _pw_rec9(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec11(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec10(X, i, C, Mw, j, s, n2) + _pw_rec10(X, i, C, Mw, j, s + n2, n - n2)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _pw_rec12(X, i, C, Mw, j, s, n):
+    if n <= 128:
+        return _pw_leaf(X, i, C, Mw, j, s, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_rec11(X, i, C, Mw, j, s, n2) + _pw_rec11(X, i, C, Mw, j, s + n2, n - n2)
+
+
+_pw_rec = _pw_rec12
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _sq_dist(X, i, C, Mw, j):
+    """``D_j = sum_z Mw[j, z] (X[i, z] - C[j, z])^2``.
+
+    Summed exactly as ``np.sum(Mw * (x - C) ** 2, axis=1)`` does (``0.0 +`` NumPy's pairwise
+    summation: plain loop below 8 terms, 8 accumulators up to 128, recursive halving above),
+    so the value is bit-identical to a NumPy implementation for every ``d``; the 8
+    independent accumulators also give instruction-level parallelism.
+    """
+    d = X.shape[1]
+    if d <= 128:
+        return _pw_leaf(X, i, C, Mw, j, 0, d)
+    return _pw_rec(X, i, C, Mw, j, 0, d)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _sq_dist_bounded(X, i, C, Mw, j, limit):
+    """:func:`_sq_dist`, or ``-1.0`` as soon as a partial sum exceeds ``limit``.
+
+    Terms are non-negative, so a partial sum bounds the total from below (up to rounding,
+    which the caller's ``limit`` absorbs with a relative margin).
+    """
+    d = X.shape[1]
+    if d < 8:
+        res = 0.0
+        for z in range(d):
+            res += _wterm(X, i, C, Mw, j, z)
+            if res > limit:
+                return -1.0
+        return res
+    # first block term by term: its running sum is a lower bound too, so far candidates are
+    # dropped after a feature or two, while r0..r7 keep NumPy's accumulation order
+    r0 = _wterm(X, i, C, Mw, j, 0)
+    if r0 > limit:
+        return -1.0
+    r1 = _wterm(X, i, C, Mw, j, 1)
+    p = r0 + r1
+    if p > limit:
+        return -1.0
+    r2 = _wterm(X, i, C, Mw, j, 2)
+    p += r2
+    if p > limit:
+        return -1.0
+    r3 = _wterm(X, i, C, Mw, j, 3)
+    p += r3
+    if p > limit:
+        return -1.0
+    r4 = _wterm(X, i, C, Mw, j, 4)
+    p += r4
+    if p > limit:
+        return -1.0
+    r5 = _wterm(X, i, C, Mw, j, 5)
+    p += r5
+    if p > limit:
+        return -1.0
+    r6 = _wterm(X, i, C, Mw, j, 6)
+    p += r6
+    if p > limit:
+        return -1.0
+    r7 = _wterm(X, i, C, Mw, j, 7)
+    m = d - d % 8
+    for z in range(8, m, 8):
+        if ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) > limit:
+            return -1.0
+        r0 += _wterm(X, i, C, Mw, j, z)
+        r1 += _wterm(X, i, C, Mw, j, z + 1)
+        r2 += _wterm(X, i, C, Mw, j, z + 2)
+        r3 += _wterm(X, i, C, Mw, j, z + 3)
+        r4 += _wterm(X, i, C, Mw, j, z + 4)
+        r5 += _wterm(X, i, C, Mw, j, z + 5)
+        r6 += _wterm(X, i, C, Mw, j, z + 6)
+        r7 += _wterm(X, i, C, Mw, j, z + 7)
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    if d > 128:
+        if res > limit:
+            return -1.0
+        return _pw_rec(X, i, C, Mw, j, 0, d)
+    for z in range(m, d):
+        res += _wterm(X, i, C, Mw, j, z)
+        if res > limit:
+            return -1.0
+    return res
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _nan_last_before(a, b):
+    """True when score ``a`` sorts strictly before ``b`` in ``argsort(-s)`` (NaN last)."""
+    return a == a and (b != b or a > b)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan):
+    """Winner, rival and penalty ratio of sample ``i``, computed literally as the reference does.
+
+    Used by :func:`cpl_pass` in reference semantics only, for the rare samples where the
+    log-domain fast path is not exact: no live candidate with a finite ``theta``, or the
+    winner's linear-domain similarity ``exp(-D/2)`` underflows to 0. Linear domain:
+    ``s_j = exp(-D_j / 2)`` (0 for empty candidates and NaN weight rows), normalised by
+    ``sum_t s_t``; ``shat_j = (1 - wins_j / W) * w_j * s_j / sum`` (NaN when ``theta_j`` is NaN).
+    Order = ``argsort(-shat)`` with NaN last and ties to the lowest index. If every ``s_j``
+    is 0 the normalised vector is all NaN: ``v = 0``, ``r = 1`` and the ratio is NaN (the
+    all-zero fallback of fed_hire.md §3.1.6).
+    """
+    k = cnt.shape[0]
+    tot = 0.0
+    for j in range(k):
+        if cnt[j] > 0 and wnan[j] == 0:
+            tot += math.exp(-0.5 * _sq_dist(X, i, C, Mw, j))
+    if not tot > 0.0:
+        return 0, 1, np.nan
+    bv = -1
+    br = -1
+    hv = np.nan
+    hr = np.nan
+    for j in range(k):
+        s = 0.0
+        if cnt[j] > 0 and wnan[j] == 0:
+            s = math.exp(-0.5 * _sq_dist(X, i, C, Mw, j))
+        w = 1.0 / (1.0 + math.exp(-10.0 * theta[j] + 5.0))
+        sh = ((1.0 - wins[j] / W) * w) * (s / tot)
+        if bv < 0:
+            bv = j
+            hv = sh
+        elif _nan_last_before(sh, hv):
+            br = bv
+            hr = hv
+            bv = j
+            hv = sh
+        elif br < 0 or _nan_last_before(sh, hr):
+            br = j
+            hr = sh
+    return bv, br, hr / hv
+
+
+# --------------------------------------------------------------------------------------------
+# CPL: one pass over the samples
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
+             wnan, eta, reference):
+    """One CPL pass (epoch) over the samples in stored row order, with online updates.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float64, C-contiguous. IN.
+    S, C : ndarray of shape (k, d), float64. INOUT (sums and centroids of the winner and of
+        the sample's old cluster are updated at once).
+    cnt : ndarray of shape (k,), int64. INOUT.
+    Mw : ndarray of shape (k, d), float64. IN (frozen during a pass).
+    theta, logw, wins : ndarray of shape (k,), float64. INOUT.
+    wins_sum : float. IN, ``sum_t wins_t`` at the start of the pass (``k + passes * n``).
+    y : ndarray of shape (n,), int64. INOUT.
+    live, inlist : ndarray of shape (k,), uint8. INOUT.
+    live_idx : ndarray of shape (k,), int64. INOUT.
+    n_live : int. Number of valid entries of ``live_idx``.
+    wnan : ndarray of shape (k,), uint8. IN (reference semantics; all zero otherwise).
+    eta : float. Learning rate.
+    reference : int. 1 = reference semantics, 0 = robust semantics.
+
+    Returns
+    -------
+    changed : bool
+        Whether any label changed during the pass.
+    n_live : int
+        Entries of ``live_idx`` after the pass (grows only when reference semantics revive
+        candidate 0 through the all-zero fallback).
+
+    Notes
+    -----
+    Per sample, only the live candidates are scored, in the log domain:
+    ``log shat_j = (log(1 - wins_j / W) + log w_j) - D_j / 2`` (the per-sample normalisation
+    of the similarities cancels in the winner, the rival and the penalty ratio). Best and
+    second best come from one scan, ties to the lowest index. The scan starts with the
+    sample's current cluster and abandons a candidate as soon as an upper bound of its score
+    (``log(1 - 1 / W) + log w_j - D_partial / 2``; the partial weighted distance only grows)
+    falls below the current second best by more than a 1e-9 relative margin, so pruning never
+    changes the result. ``D_j`` is summed in NumPy's pairwise order (see :func:`_sq_dist`). Cost
+    ``O(k_live d)`` per sample at most; no ``n x k`` matrix, no sort.
+    """
+    n, d = X.shape
+    W = wins_sum
+    changed = False
+    for i in range(n):
+        lgmax = math.log(1.0 - 1.0 / W)
+        best = -np.inf
+        second = -np.inf
+        bi = -1
+        si = -1
+        dbest = 0.0
+        yi = y[i]
+        if yi >= 0 and live[yi] != 0:
+            D = _sq_dist(X, i, C, Mw, yi)
+            best = (math.log(1.0 - wins[yi] / W) + logw[yi]) - 0.5 * D
+            bi = yi
+            dbest = D
+        for t in range(n_live):
+            j = live_idx[t]
+            if live[j] == 0 or j == yi:
+                continue
+            base = lgmax + logw[j]
+            if base < second:
+                continue
+            # prune when D/2 provably exceeds base - second (relative margins absorb rounding)
+            limit = 2.0 * ((base - second) + 1e-9 * (abs(base) + abs(second))) * (1.0 + 2e-9)
+            D = _sq_dist_bounded(X, i, C, Mw, j, limit)
+            if D < 0.0:
+                continue
+            sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * D
+            if sc > best or (sc == best and j < bi):
+                second = best
+                si = bi
+                best = sc
+                bi = j
+                dbest = D
+            elif sc > second or (sc == second and j < si):
+                second = sc
+                si = j
+
+        if reference != 0 and (bi < 0 or math.exp(-0.5 * dbest) == 0.0):
+            v, r, ratio = _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan)
+            theta[v] += eta
+            logw[v] = log_sigmoid_weight(theta[v])
+            theta[r] -= eta * ratio
+            logw[r] = log_sigmoid_weight(theta[r])
+            if theta[r] != theta[r]:
+                live[r] = 0
+            if theta[v] != theta[v]:
+                live[v] = 0
+        else:
+            v = bi
+            theta[v] += eta
+            logw[v] = log_sigmoid_weight(theta[v])
+            if si >= 0:
+                theta[si] -= eta * math.exp(second - best)
+                logw[si] = log_sigmoid_weight(theta[si])
+        wins[v] += 1.0
+        W += 1.0
+
+        if yi != v:
+            cnt[v] += 1
+            cv = cnt[v]
+            for z in range(d):
+                S[v, z] += X[i, z]
+                C[v, z] = S[v, z] / cv
+            if yi >= 0:
+                cnt[yi] -= 1
+                co = cnt[yi]
+                if co > 0:
+                    for z in range(d):
+                        S[yi, z] -= X[i, z]
+                        C[yi, z] = S[yi, z] / co
+                else:
+                    for z in range(d):
+                        S[yi, z] -= X[i, z]
+                    live[yi] = 0  # empty: dead at once
+            y[i] = v
+            changed = True
+            if reference != 0 and live[v] == 0 and wnan[v] == 0 and theta[v] == theta[v]:
+                # all-zero fallback handed the sample to an empty candidate: it is back
+                live[v] = 1
+                if inlist[v] == 0:
+                    pos = n_live
+                    while pos > 0 and live_idx[pos - 1] > v:
+                        live_idx[pos] = live_idx[pos - 1]
+                        pos -= 1
+                    live_idx[pos] = v
+                    inlist[v] = 1
+                    n_live += 1
+    return changed, n_live
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def cpl_compact_live(live, live_idx, inlist):
+    """Rebuild the compact list of live candidates, in increasing id order.
+
+    ``live`` (k,) uint8 IN; ``live_idx`` (k,) int64 OUT; ``inlist`` (k,) uint8 OUT.
+    Returns the number of live candidates. ``O(k)``.
+    """
+    n_live = 0
+    for j in range(live.shape[0]):
+        if live[j] != 0:
+            live_idx[n_live] = j
+            inlist[j] = 1
+            n_live += 1
+        else:
+            inlist[j] = 0
+    return n_live
+
+
+# --------------------------------------------------------------------------------------------
+# CPL: feature weights (fed_hire.md §3.1.5, robust rules §3.1.7, reference NaN rules §3.1.6)
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, eps,
+                        b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext):
+    """Recompute the feature weights ``Mw`` from the current partition in ``O(n d + k d)``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float64. IN.
+    y : ndarray of shape (n,), int64. IN, every label in ``0..k-1`` (called after a pass).
+    cnt : ndarray of shape (k,), int64. IN, ``cnt[j] == (y == j).sum()``.
+    C : ndarray of shape (k, d), float64. IN, running centroids (used by the within score).
+    order : ndarray of shape (d, n), int64. IN, ``order[z]`` sorts feature ``z`` ascending.
+    Mw : ndarray of shape (k, d), float64. OUT for the rows that are recomputed. Robust:
+        live rows only (dead rows are left untouched). Reference: every row; NaN rows are
+        written as NaN.
+    live : ndarray of shape (k,), uint8. INOUT. Robust: candidates with ``cnt <= 1`` are
+        killed (never the last live one: if no live candidate has 2 members the
+        lowest-index live one is kept, with uniform weights). Reference: set to
+        ``cnt > 0 and not wnan and theta finite``.
+    wnan : ndarray of shape (k,), uint8. OUT (reference): row is NaN.
+    theta : ndarray of shape (k,), float64. IN.
+    reference : int. 1 = reference semantics, 0 = robust.
+    eps : float. Robust zero-variance threshold.
+    b_sum, b_mu, b_q, b_g, b_min, b_max : ndarray of shape (k, d), float64. Scratch.
+    b_feat : ndarray of shape (7, d), float64. Scratch.
+    b_jext : ndarray of shape (2, d), int64. Scratch.
+
+    Notes
+    -----
+    One pass over the rows gives per-cluster sums, minima and maxima and the totals; a second
+    gives the centred within sums of squares ``Q_j`` (two-pass, as ``var(ddof=1)``), the
+    Gaussian within scores and the total centred sum of squares ``Q``. Out-of-cluster
+    statistics come by subtraction: ``mean_out = (T - sum_j) / (n - m)`` and
+    ``Q_out = Q - Q_j - m (n - m) / n * (mean_j - mean_out)^2`` (clamped at 0). A set whose
+    values on a feature are all equal has variance exactly 0 and mean equal to that value
+    (decided from the data, not from rounding): within a cluster from its min and max; for
+    the complement from the two ends of ``order``.
+    """
+    n, d = X.shape
+    k = cnt.shape[0]
+    T = b_feat[0]
+    mu_all = b_feat[1]
+    Qall = b_feat[2]
+    gmin = b_feat[3]
+    altmin = b_feat[4]
+    gmax = b_feat[5]
+    altmax = b_feat[6]
+    jlo = b_jext[0]
+    jhi = b_jext[1]
+
+    for j in range(k):
+        if cnt[j] > 0:
+            for z in range(d):
+                b_sum[j, z] = 0.0
+                b_q[j, z] = 0.0
+                b_g[j, z] = 0.0
+                b_min[j, z] = np.inf
+                b_max[j, z] = -np.inf
+    for z in range(d):
+        T[z] = 0.0
+        Qall[z] = 0.0
+    # pass A: sums, extremes, totals
+    for i in range(n):
+        j = y[i]
+        for z in range(d):
+            x = X[i, z]
+            b_sum[j, z] += x
+            T[z] += x
+            if x < b_min[j, z]:
+                b_min[j, z] = x
+            if x > b_max[j, z]:
+                b_max[j, z] = x
+    for z in range(d):
+        mu_all[z] = T[z] / n
+    for j in range(k):
+        if cnt[j] > 0:
+            m = cnt[j]
+            for z in range(d):
+                b_mu[j, z] = b_sum[j, z] / m
+    # pass B: centred within sums of squares, Gaussian within scores, total spread
+    for i in range(n):
+        j = y[i]
+        for z in range(d):
+            x = X[i, z]
+            dv = x - b_mu[j, z]
+            b_q[j, z] += dv * dv
+            dc = x - C[j, z]
+            b_g[j, z] += math.exp(-0.5 * dc * dc)
+            da = x - mu_all[z]
+            Qall[z] += da * da
+    # complement extremes: the complement of j misses the global minimum only if j holds it
+    for z in range(d):
+        r0 = order[z, 0]
+        jlo[z] = y[r0]
+        gmin[z] = X[r0, z]
+        altmin[z] = np.nan
+        for t in range(1, n):
+            r = order[z, t]
+            if y[r] != jlo[z]:
+                altmin[z] = X[r, z]
+                break
+        r1 = order[z, n - 1]
+        jhi[z] = y[r1]
+        gmax[z] = X[r1, z]
+        altmax[z] = np.nan
+        for t in range(n - 2, -1, -1):
+            r = order[z, t]
+            if y[r] != jhi[z]:
+                altmax[z] = X[r, z]
+                break
+
+    keep = -1
+    if reference == 0:
+        n_surv = 0
+        for j in range(k):
+            if live[j] != 0 and cnt[j] >= 2:
+                n_surv += 1
+        if n_surv == 0:
+            for j in range(k):
+                if live[j] != 0:
+                    keep = j
+                    break
+
+    inv_d = 1.0 / d
+    for j in range(k):
+        m = cnt[j]
+        if reference == 0:
+            if live[j] == 0:
+                continue
+            if m <= 1:
+                if j == keep:
+                    for z in range(d):
+                        Mw[j, z] = inv_d
+                else:
+                    live[j] = 0
+                continue
+            if n - m < 2:
+                for z in range(d):
+                    Mw[j, z] = inv_d
+                continue
+        else:
+            if m <= 1 or n - m < 2:
+                wnan[j] = 1
+                for z in range(d):
+                    Mw[j, z] = np.nan
+                live[j] = 0
+                continue
+        no = n - m
+        bad = False
+        hs = 0.0
+        for z in range(d):
+            in_const = b_min[j, z] == b_max[j, z]
+            if j == jlo[z]:
+                cmin = altmin[z]
+            else:
+                cmin = gmin[z]
+            if j == jhi[z]:
+                cmax = altmax[z]
+            else:
+                cmax = gmax[z]
+            out_const = cmin == cmax
+            if in_const:
+                mu = b_min[j, z]
+                vi = 0.0
+            else:
+                mu = b_mu[j, z]
+                vi = b_q[j, z] / (m - 1)
+            if out_const:
+                mub = cmin
+                vo = 0.0
+            else:
+                mub = (T[z] - b_sum[j, z]) / no
+                dm = mu - mub
+                m2o = Qall[z] - b_q[j, z] - (m * no / n) * dm * dm
+                if m2o < 0.0:
+                    m2o = 0.0
+                vo = m2o / (no - 1)
+            vs = vi + vo
+            dm = mu - mub
+            if reference == 0:
+                if vs <= eps:
+                    a = 0.0 if abs(dm) <= eps else 1.0
+                else:
+                    bc = math.sqrt(2.0 * math.sqrt(vi) * math.sqrt(vo) / vs) * math.exp(
+                        -(dm * dm) / (4.0 * vs))
+                    om = 1.0 - bc
+                    if om < 0.0:
+                        om = 0.0
+                    elif om > 1.0:
+                        om = 1.0
+                    a = math.sqrt(om)
+            else:
+                if vs == 0.0:
+                    # rule (d) of fed_hire.md §3.1.6: in the authors' code this case turns on
+                    # the rounding of NumPy's means, which mostly leaves a tiny non-zero
+                    # variance and a finite row; the feature carries no information (both
+                    # sides constant), so it gets the robust rule instead of a NaN row:
+                    # a = 0 when both sides hold the same value, 1 when they differ
+                    h = 0.0 if dm == 0.0 else b_g[j, z] / m
+                    Mw[j, z] = h
+                    hs += h
+                    continue
+                bc = math.sqrt(2.0 * math.sqrt(vi) * math.sqrt(vo) / vs) * math.exp(
+                    -(dm * dm) / (4.0 * vs))
+                om = 1.0 - bc
+                if not om >= 0.0:
+                    bad = True
+                    break
+                a = math.sqrt(om)
+            h = a * (b_g[j, z] / m)
+            Mw[j, z] = h
+            hs += h
+        if reference == 0:
+            if hs > 0.0:
+                for z in range(d):
+                    Mw[j, z] = Mw[j, z] / hs
+            else:
+                for z in range(d):
+                    Mw[j, z] = inv_d
+        else:
+            if bad or not hs > 0.0:
+                wnan[j] = 1
+                for z in range(d):
+                    Mw[j, z] = np.nan
+                live[j] = 0
+            else:
+                wnan[j] = 0
+                for z in range(d):
+                    Mw[j, z] = Mw[j, z] / hs
+                live[j] = 1 if theta[j] == theta[j] else 0
+
+
+# --------------------------------------------------------------------------------------------
+# CPL: objective (GOLD Eq. 6 with the normalised similarity of Eq. 22)
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def cpl_objective(X, y, C, Mw, usable, act_idx):
+    """``J = sum_i s_(i, y_i) / sum_t s_(i, t)`` with ``s_(i, t) = exp(-D_(i, t) / 2)``.
+
+    ``usable`` (k,) uint8 IN: candidates with members and a finite weight row (the others
+    have ``s = 0``); ``act_idx`` (k_a,) int64 IN: the usable ids. Computed in the log domain
+    (log-sum-exp), so it never underflows; a sample whose own cluster is not usable adds 0.
+    ``O(n k_a d)``.
+    """
+    n = X.shape[0]
+    J = 0.0
+    for i in range(n):
+        yi = y[i]
+        mx = -np.inf
+        acc = 0.0
+        own = -np.inf
+        for t in range(act_idx.shape[0]):
+            j = act_idx[t]
+            lj = -0.5 * _sq_dist(X, i, C, Mw, j)
+            if j == yi:
+                own = lj
+            if lj > mx:
+                acc = acc * math.exp(mx - lj) + 1.0
+                mx = lj
+            else:
+                acc += math.exp(lj - mx)
+        if yi >= 0 and usable[yi] != 0 and acc > 0.0:
+            J += math.exp(own - mx) / acc
+    return J
+
+
+# --------------------------------------------------------------------------------------------
+# weighted k-modes (fed_hire.md §3.5, GOLD REMC §3.4)
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def kmodes_stats(Z, labels, offsets, hist, first, counts, tot):
+    """Per-cluster value histograms of every level.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, L), int64. IN, compact codes: column ``l`` in
+        ``0..offsets[l+1]-offsets[l]-1``.
+    labels : ndarray of shape (n,), int64. IN, in ``0..k-1``.
+    offsets : ndarray of shape (L + 1,), int64. IN, histogram column of value ``v`` of
+        level ``l`` is ``offsets[l] + v``.
+    hist : ndarray of shape (k, V), int64. OUT, member counts per value.
+    first : ndarray of shape (k, V), int64. OUT, smallest member row holding the value
+        (``n`` when none).
+    counts : ndarray of shape (k,), int64. OUT, cluster sizes.
+    tot : ndarray of shape (V,), int64. OUT, counts over all rows.
+    """
+    n, L = Z.shape
+    k, V = hist.shape
+    for j in range(k):
+        counts[j] = 0
+        for c in range(V):
+            hist[j, c] = 0
+            first[j, c] = n
+    for c in range(V):
+        tot[c] = 0
+    for i in range(n):
+        j = labels[i]
+        counts[j] += 1
+        for l in range(L):
+            c = offsets[l] + Z[i, l]
+            if hist[j, c] == 0:
+                first[j, c] = i
+            hist[j, c] += 1
+            tot[c] += 1
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def kmodes_modes(hist, first, offsets, counts, modes):
+    """Mode of every level in every cluster; ``modes`` (k, L) int64 OUT.
+
+    Most frequent value; ties go to the value whose first member row is smallest (Python
+    ``statistics.mode`` on the members in increasing row order). Empty cluster: ``-1``
+    everywhere (matches nothing).
+    """
+    k, L = modes.shape
+    for j in range(k):
+        if counts[j] == 0:
+            for l in range(L):
+                modes[j, l] = -1
+            continue
+        for l in range(L):
+            best = -1
+            bc = 0
+            bf = 0
+            for v in range(offsets[l + 1] - offsets[l]):
+                c = hist[j, offsets[l] + v]
+                f = first[j, offsets[l] + v]
+                if c > 0 and (c > bc or (c == bc and f < bf)):
+                    best = v
+                    bc = c
+                    bf = f
+            modes[j, l] = best
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def kmodes_weights(hist, offsets, counts, tot, n, u):
+    """Level weights ``u`` (k, L) float64 OUT (fed_hire.md §3.5 step 3).
+
+    ``alpha = sqrt(1/2 sum_v (p_in - p_out)^2)``, ``beta = sum_v p_in^2``,
+    ``u = alpha beta / (sum_t alpha_t beta_t + 1e-10)``; a cluster with 0 or ``n`` members
+    gets a zero row. Sums run in value and level order.
+    """
+    k, L = u.shape
+    for j in range(k):
+        m = counts[j]
+        if m == 0 or m == n:
+            for l in range(L):
+                u[j, l] = 0.0
+            continue
+        den = 0.0
+        for l in range(L):
+            s2 = 0.0
+            bsum = 0.0
+            for v in range(offsets[l + 1] - offsets[l]):
+                c = offsets[l] + v
+                pin = hist[j, c] / m
+                pout = (tot[c] - hist[j, c]) / (n - m)
+                dp = pin - pout
+                s2 += dp * dp
+                bsum += pin * pin
+            ab = math.sqrt(0.5 * s2) * bsum
+            u[j, l] = ab
+            den += ab
+        den += 1e-10
+        for l in range(L):
+            u[j, l] = u[j, l] / den
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def kmodes_assign(Z, modes, u, labels):
+    """``labels[i] = argmax_j sum_l u[j, l] [Z[i, l] == modes[j, l]]``, ties to the lowest j.
+
+    ``labels`` (n,) int64 OUT. Returns the number of labels that changed. ``O(n k L)``.
+    """
+    n, L = Z.shape
+    k = modes.shape[0]
+    n_changed = 0
+    for i in range(n):
+        best = -np.inf
+        bj = 0
+        for j in range(k):
+            s = 0.0
+            for l in range(L):
+                if Z[i, l] == modes[j, l]:
+                    s += u[j, l]
+            if s > best:
+                best = s
+                bj = j
+        if labels[i] != bj:
+            n_changed += 1
+            labels[i] = bj
+    return n_changed

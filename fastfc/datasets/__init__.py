@@ -1,0 +1,58 @@
+"""Datasets, synthetic data, federated splits and client files.
+
+Bundled data
+    :func:`list_datasets`, :func:`dataset_info` and :func:`load_dataset` give
+    eight UCI datasets shipped with fastfc (ecoli, yeast, glass, vehicle,
+    winequality_red, landsat, pendigits, letter; CC BY 4.0, see
+    ``data/ATTRIBUTION.md``) and scikit-learn's iris, wine, breast_cancer and
+    digits.
+
+Synthetic data
+    :func:`make_gaussian_mixture` samples large isotropic Gaussian mixtures
+    (the scalability data of GOLD §IV-E).
+
+Federated splits
+    :func:`partition` dispatches to :func:`partition_iid`,
+    :func:`partition_dirichlet` (label skew), :func:`partition_classes_per_client`
+    (a fixed number of classes per client) and :func:`partition_non_icd`
+    (GOLD's Non-ICD simulator). All return one sorted ``int64`` index array
+    per client and are deterministic for a given ``random_state``.
+
+Client files
+    :func:`save_client_npz` and :func:`load_client_npz` store per-client data
+    as ``X0..Xk`` / ``y0..yk`` in one ``.npz`` archive (read without pickle).
+
+Examples
+--------
+>>> from fastfc.datasets import load_dataset, partition
+>>> X, y = load_dataset("iris", standardize=True)
+>>> parts = partition(y, 3, "dirichlet", alpha=0.5, random_state=0)
+>>> X_clients = [X[p] for p in parts]
+"""
+from __future__ import annotations
+
+from ._io import dataset_info, list_datasets, load_client_npz, load_dataset, save_client_npz
+from ._partition import (
+    PARTITION_METHODS,
+    partition,
+    partition_classes_per_client,
+    partition_dirichlet,
+    partition_iid,
+    partition_non_icd,
+)
+from ._synthetic import make_gaussian_mixture
+
+__all__ = [
+    "list_datasets",
+    "dataset_info",
+    "load_dataset",
+    "make_gaussian_mixture",
+    "PARTITION_METHODS",
+    "partition",
+    "partition_iid",
+    "partition_dirichlet",
+    "partition_classes_per_client",
+    "partition_non_icd",
+    "load_client_npz",
+    "save_client_npz",
+]

@@ -1,0 +1,486 @@
+"""Fed-HIRE: one-shot hierarchical federated clustering (Cai et al.).
+
+Client phase (FCPL): competitive penalized learning (CPL) from many candidate
+clusters prunes itself to a few compact *clusterlets*; the client uploads
+their centroids once. Server phase (MCPL + weighted k-modes): CPL is
+restarted level after level over the stacked centroids, giving a
+multi-granular hierarchy; each centroid's labels over the levels form a
+categorical row, and a weighted k-modes on those rows gives every clusterlet
+one of ``n_clusters`` global labels. Each client receives the global label
+(and the granular labels) of its own clusterlets and labels its rows through
+their clusterlet.
+
+Specs: ``shared/specs/fed_hire.md`` (per-sample semantics checked against the
+authors' code) and ``shared/specs/gold.md`` (GOLD, :mod:`fastfc.gold`).
+The numeric engine is :mod:`fastfc._cpl` on the Numba kernels of
+:mod:`fastfc._kernels._cpl`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
+from .base import BaseFederatedClusterer
+from .protocol import ArraySpec, Message
+
+__all__ = [
+    "FedHIRE",
+    "FedHIRESummary",
+    "FedHIREModel",
+    "FedHIREReply",
+    "KModesInitError",
+    "DEFAULT_MAX_CANDIDATES",
+    "fcpl_client",
+    "server_hierarchy",
+]
+
+#: Default cap on the client's initial CPL candidates in robust mode (see
+#: :class:`FedHIRE`, parameter ``max_candidates``).
+DEFAULT_MAX_CANDIDATES = 256
+
+
+# ----------------------------------------------------------------- messages
+@dataclass(frozen=True, eq=False)
+class FedHIRESummary(Message):
+    """What a Fed-HIRE/GOLD client uploads: its clusterlet centroids, nothing else.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_clusterlets, n_features)
+    n_features : int
+    """
+
+    METHOD = "fedhire"
+    KIND = "summary"
+    ARRAYS = {"centers": ArraySpec("f", 2)}
+    centers: np.ndarray
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        if self.centers.shape[0] < 1:
+            self._fail("a client must upload at least one clusterlet centroid")
+        if self.centers.shape[1] != self.n_features:
+            self._fail(f"centers have {self.centers.shape[1]} columns but n_features={self.n_features}")
+
+
+@dataclass(frozen=True, eq=False)
+class FedHIREModel(Message):
+    """The server's result.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_clusters_, n_features)
+        Global centroids: unweighted mean of the clusterlet centroids of each
+        non-empty global cluster.
+    clusterlet_labels : ndarray of shape (n_s,), int64
+        Global cluster of every uploaded centroid (clients stacked in order).
+    granular_labels : ndarray of shape (n_s, n_levels), int64
+        Label of every uploaded centroid at every hierarchy level, fine to coarse.
+    level_sizes : ndarray of shape (n_levels,), int64
+        Cluster count of each level (strictly decreasing).
+    n_features : int
+    n_retries : int
+        Server restarts after a failed k-modes initialisation.
+    """
+
+    METHOD = "fedhire"
+    KIND = "model"
+    ARRAYS = {
+        "centers": ArraySpec("f", 2),
+        "clusterlet_labels": ArraySpec("i", 1, min_value=0),
+        "granular_labels": ArraySpec("i", 2, min_value=0),
+        "level_sizes": ArraySpec("i", 1, min_value=1),
+    }
+    centers: np.ndarray
+    clusterlet_labels: np.ndarray
+    granular_labels: np.ndarray
+    level_sizes: np.ndarray
+    n_features: int
+    n_retries: int
+
+    def _check_consistency(self) -> None:
+        k, d = self.centers.shape
+        if k < 1 or d != self.n_features:
+            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        n_s = self.clusterlet_labels.shape[0]
+        if self.granular_labels.shape != (n_s, self.level_sizes.shape[0]):
+            self._fail(
+                f"granular_labels shape {self.granular_labels.shape} does not match "
+                f"({n_s} clusterlets, {self.level_sizes.shape[0]} levels)"
+            )
+        if n_s and self.clusterlet_labels.max() >= k:
+            self._fail("clusterlet_labels refer to a global cluster that does not exist")
+        if self.level_sizes.size and (
+            (self.granular_labels.max(axis=0) >= self.level_sizes).any() if n_s else False
+        ):
+            self._fail("granular_labels exceed their level's cluster count")
+
+
+@dataclass(frozen=True, eq=False)
+class FedHIREReply(Message):
+    """What the server sends back to one client.
+
+    Attributes
+    ----------
+    labels : ndarray of shape (n_clusterlets,), int64
+        Global cluster of each of this client's clusterlets.
+    granular_labels : ndarray of shape (n_clusterlets, n_levels), int64
+        Hierarchy labels of each of this client's clusterlets.
+    centers : ndarray of shape (n_clusters_, n_features)
+        Global centroids (for labelling new rows).
+    n_features : int
+    """
+
+    METHOD = "fedhire"
+    KIND = "reply"
+    ARRAYS = {
+        "labels": ArraySpec("i", 1, min_value=0),
+        "granular_labels": ArraySpec("i", 2, min_value=0),
+        "centers": ArraySpec("f", 2),
+    }
+    labels: np.ndarray
+    granular_labels: np.ndarray
+    centers: np.ndarray
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
+            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        if self.granular_labels.shape[0] != self.labels.shape[0]:
+            self._fail(
+                f"granular_labels has {self.granular_labels.shape[0]} rows for {self.labels.shape[0]} clusterlets"
+            )
+        if self.labels.size and self.labels.max() >= self.centers.shape[0]:
+            self._fail("labels refer to a global cluster that does not exist")
+
+
+# ------------------------------------------------------------ client phase
+def fcpl_client(
+    X: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    ratio: float = 0.5,
+    max_candidates: int | None = None,
+    eta: float = 0.05,
+    max_passes: int = 31,
+    semantics: str = "robust",
+):
+    """FCPL on one client: CPL from ``min(round(ratio * n), max_candidates)`` candidates.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        The client's validated rows.
+    rng : numpy.random.Generator
+        Draws the candidate seeds (distinct rows, uniformly).
+    ratio, max_candidates, eta, max_passes, semantics
+        See :class:`FedHIRE`.
+
+    Returns
+    -------
+    result : fastfc._cpl.CPLResult
+        ``centers`` (n_clusterlets, n_features) and local ``labels`` (n_samples,).
+    """
+    n = X.shape[0]
+    k = candidate_count(ratio, n)
+    if max_candidates is not None:
+        k = min(k, int(max_candidates))
+    seeds = rng.permutation(n)[:k] if k > 1 else np.zeros(1, dtype=np.int64)
+    return cpl(X, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics)
+
+
+# ------------------------------------------------------------ server phase
+class KModesInitError(ValueError):
+    """The multi-granular label matrix has fewer distinct rows than ``n_clusters``."""
+
+
+def server_hierarchy(
+    C: np.ndarray,
+    n_clusters: int,
+    rng: np.random.Generator,
+    *,
+    ratio: float = 0.5,
+    eta: float = 0.05,
+    max_passes: int = 31,
+    kmodes_max_iter: int = 31,
+    semantics: str = "robust",
+    tol: float | None = None,
+    max_stages: int = 50,
+):
+    """MCPL hierarchy then weighted k-modes on the stacked centroids (one attempt).
+
+    Parameters
+    ----------
+    C : ndarray of shape (n_s, n_features)
+        Stacked clusterlet centroids, clients in order.
+    n_clusters : int
+        ``k*``.
+    rng : numpy.random.Generator
+        Draws each stage's seeds, then the k-modes initial modes.
+    ratio, eta, max_passes, kmodes_max_iter, semantics
+        See :class:`FedHIRE`.
+    tol, max_stages
+        GOLD's MCPL objective tolerance (``None`` = Fed-HIRE's rule).
+
+    Returns
+    -------
+    labels : ndarray of shape (n_s,), int64
+        Global cluster (``0..n_clusters-1``, some may be empty) of each centroid.
+    Z : ndarray of shape (n_s, n_levels), int64
+        Multi-granular label matrix.
+
+    Raises
+    ------
+    KModesInitError
+        When ``Z`` has fewer distinct rows than ``n_clusters``.
+    """
+    levels = mcpl(
+        C, server_ratio=ratio, eta=eta, max_passes=max_passes, semantics=semantics, tol=tol,
+        max_stages=max_stages, draw_seeds=lambda n, k: rng.permutation(n)[:k],
+    )
+    Z = np.ascontiguousarray(np.column_stack(levels).astype(np.int64))
+    n_unique = np.unique(Z, axis=0).shape[0]
+    if n_unique < n_clusters:
+        raise KModesInitError(
+            f"the {len(levels)}-level hierarchy over {C.shape[0]} centroids has {n_unique} distinct label rows, "
+            f"fewer than n_clusters={n_clusters}"
+        )
+    seed_rows = rng.choice(n_unique, n_clusters, replace=False)
+    labels = weighted_kmodes(Z, n_clusters, seed_rows=seed_rows, max_iter=kmodes_max_iter)
+    return labels, Z
+
+
+# -------------------------------------------------------------- estimator
+class FedHIRE(BaseFederatedClusterer):
+    """Fed-HIRE: one-shot hierarchical federated clustering (Cai et al.).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of global clusters ``k*`` (the last, k-modes, stage). Clients
+        and the hierarchy choose their own counts.
+    eta : float, default=0.05
+        CPL learning rate (reward and rival penalty), clients and server.
+    client_ratio : float, default=0.5
+        A client starts CPL from ``round(client_ratio * n_l)`` candidates.
+    server_ratio : float, default=0.5
+        The first hierarchy level starts from ``round(server_ratio * n_s)``
+        candidates (``n_s`` = number of uploaded centroids).
+    max_candidates : int, None or "auto", default="auto"
+        Cap on a client's initial candidates. The first CPL pass costs
+        O(n_l k d), so without a cap the client phase is quadratic in the
+        client size. ``"auto"``: 256 in robust semantics (quality on the ten
+        published splits is unchanged, see the README), no cap in reference
+        semantics. ``None``: no cap.
+    max_passes : int, default=31
+        Cap on CPL passes per run (the authors' code stops after 31).
+    kmodes_max_iter : int, default=31
+        Cap on weighted k-modes iterations.
+    semantics : {"robust", "reference"}, default="robust"
+        ``"robust"``: the explicit elimination rules of fed_hire.md §3.1.7.
+        ``"reference"``: the authors' implicit NaN rules of §3.1.6 made
+        explicit, uncapped candidates, for parity studies.
+    on_init_failure : {"restart", "retry-server", "raise"}, default="restart"
+        When the hierarchy has fewer distinct label rows than ``n_clusters``
+        the k-modes cannot start. ``"restart"`` reruns the whole one-shot fit
+        (clients and server) with fresh randomness, as the authors' driver
+        does (in-process runner only; ``n_restarts_`` counts them).
+        ``"retry-server"`` reruns only the server phase with fresh
+        randomness (for deployments where clients cannot run again).
+        ``"raise"`` raises at once.
+    max_retries : int, default=20
+        Restarts or server retries before giving up with a ValueError.
+    random_state : int, RandomState instance or None, default=None
+    n_jobs : int or None, default=None
+        Threads over clients. Labels do not depend on it.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,), dtype=int32
+        Global cluster of every row (input order for ``fit``, client order
+        for ``fit_clients``); clusters are numbered ``0..n_clusters_-1``.
+    client_labels_ : list of ndarray of shape (n_samples_l,)
+    client_granular_labels_ : list of ndarray of shape (n_samples_l, n_levels)
+        Hierarchy labels of every row, fine to coarse.
+    client_n_clusterlets_ : ndarray of shape (n_clients,)
+        Clusterlets each client uploaded.
+    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+        Unweighted mean of the clusterlet centroids of each global cluster.
+    n_clusters_ : int
+        Non-empty global clusters (``<= n_clusters``).
+    level_sizes_ : ndarray of shape (n_levels,)
+        Cluster count of each hierarchy level.
+    n_retries_ : int
+        Server-phase retries (``on_init_failure="retry-server"``).
+    n_restarts_ : int
+        Whole-run restarts (``on_init_failure="restart"``).
+    client_summaries_, global_model_, timings_, n_features_in_
+        As in every fastfc estimator.
+
+    Notes
+    -----
+    Each client uploads ``k_l x d`` floats once and receives ``k_l`` global
+    labels, ``k_l x n_levels`` granular labels and the global centroids. Rows
+    get the global label of their clusterlet; no row is reassigned after the
+    client's CPL. Global labels are renumbered compactly (in increasing order)
+    when k-modes leaves a cluster empty, so ``n_clusters_`` can be smaller
+    than ``n_clusters``.
+
+    Cost: a client's first CPL pass is O(n_l k d) with ``k`` initial
+    candidates; later passes score only live candidates, and the feature
+    weights cost O(n_l d + k d) per pass. With the default cap the client
+    phase is linear in n_l.
+
+    References
+    ----------
+    Cai, Yang, Lu, Li, Ji, Zhang, Cheung. One-Shot Hierarchical Federated
+    Clustering (Fed-HIRE).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastfc import FedHIRE
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(m, 0.3, size=(60, 2)) for m in (0, 4, 8)])
+    >>> est = FedHIRE(n_clusters=3, random_state=0).fit_clients([X[::2], X[1::2]])
+    >>> est.labels_.shape
+    (180,)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseFederatedClusterer._parameter_constraints,
+        "eta": [Interval(Real, 0, None, closed="left")],
+        "client_ratio": [Interval(Real, 0, None, closed="neither")],
+        "server_ratio": [Interval(Real, 0, None, closed="neither")],
+        "max_candidates": [None, StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_passes": [Interval(Integral, 1, None, closed="left")],
+        "kmodes_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "semantics": [StrOptions({"robust", "reference"})],
+        "on_init_failure": [StrOptions({"restart", "retry-server", "raise"})],
+        "max_retries": [Interval(Integral, 0, None, closed="left")],
+    }
+    _summary_cls = FedHIRESummary
+    _model_cls = FedHIREModel
+    _reply_cls = FedHIREReply
+    #: GOLD's MCPL objective tolerance; ``None`` for Fed-HIRE.
+    _mcpl_tol: float | None = None
+    _mcpl_max_stages: int = 50
+
+    def __init__(
+        self,
+        n_clusters: int = 8,
+        *,
+        eta: float = 0.05,
+        client_ratio: float = 0.5,
+        server_ratio: float = 0.5,
+        max_candidates: int | str | None = "auto",
+        max_passes: int = 31,
+        kmodes_max_iter: int = 31,
+        semantics: str = "robust",
+        on_init_failure: str = "restart",
+        max_retries: int = 20,
+        random_state=None,
+        n_jobs: int | None = None,
+    ):
+        self.n_clusters = n_clusters
+        self.eta = eta
+        self.client_ratio = client_ratio
+        self.server_ratio = server_ratio
+        self.max_candidates = max_candidates
+        self.max_passes = max_passes
+        self.kmodes_max_iter = kmodes_max_iter
+        self.semantics = semantics
+        self.on_init_failure = on_init_failure
+        self.max_retries = max_retries
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    _restart_on = (KModesInitError,)
+
+    def _max_restarts(self) -> int:
+        return self.max_retries if self.on_init_failure == "restart" else 0
+
+    def _candidate_cap(self) -> int | None:
+        if self.max_candidates == "auto":
+            return None if self.semantics == "reference" else DEFAULT_MAX_CANDIDATES
+        return self.max_candidates
+
+    # phases -----------------------------------------------------------------
+    def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[FedHIRESummary, Any]:
+        res = fcpl_client(
+            X, rng, ratio=self.client_ratio, max_candidates=self._candidate_cap(), eta=self.eta,
+            max_passes=self.max_passes, semantics=self.semantics,
+        )
+        return FedHIRESummary(centers=res.centers, n_features=X.shape[1]), res.labels
+
+    def _aggregate(self, summaries: list[FedHIRESummary], rng: np.random.Generator):
+        sizes = np.array([s.centers.shape[0] for s in summaries], dtype=np.int64)
+        C = np.ascontiguousarray(np.concatenate([np.asarray(s.centers, dtype=np.float64) for s in summaries]))
+        n_s = C.shape[0]
+        if n_s < self.n_clusters:
+            raise ValueError(
+                f"the clients uploaded {n_s} clusterlet centroids in total, fewer than n_clusters={self.n_clusters}; "
+                "lower n_clusters or add data"
+            )
+        attempts = 1 + (self.max_retries if self.on_init_failure == "retry-server" else 0)
+        for attempt in range(attempts):
+            try:
+                labels, Z = server_hierarchy(
+                    C, self.n_clusters, rng, ratio=self.server_ratio, eta=self.eta, max_passes=self.max_passes,
+                    kmodes_max_iter=self.kmodes_max_iter, semantics=self.semantics, tol=self._mcpl_tol,
+                    max_stages=self._mcpl_max_stages,
+                )
+                break
+            except KModesInitError as exc:
+                if attempt == attempts - 1:
+                    raise KModesInitError(
+                        f"{exc}: the uploaded centroids do not support n_clusters={self.n_clusters} "
+                        "(lower n_clusters, or raise max_retries)"
+                    ) from None
+        # compact global labels (k-modes may leave clusters empty), then centroids
+        used = np.unique(labels)
+        labels = np.searchsorted(used, labels).astype(np.int64)
+        k = used.shape[0]
+        counts = np.bincount(labels, minlength=k).astype(np.float64)
+        centers = np.zeros((k, C.shape[1]))
+        np.add.at(centers, labels, C)
+        centers /= counts[:, None]
+        level_sizes = (Z.max(axis=0) + 1).astype(np.int64)
+        d = C.shape[1]
+        model = FedHIREModel(
+            centers=centers, clusterlet_labels=labels, granular_labels=Z, level_sizes=level_sizes,
+            n_features=d, n_retries=attempt,
+        )
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        replies = [
+            FedHIREReply(
+                labels=labels[offsets[i]:offsets[i + 1]], granular_labels=Z[offsets[i]:offsets[i + 1]],
+                centers=centers, n_features=d,
+            )
+            for i in range(len(summaries))
+        ]
+        return model, replies
+
+    def _assign(self, X: np.ndarray, state: np.ndarray, reply: FedHIREReply) -> np.ndarray:
+        if state.shape[0] != X.shape[0]:
+            raise ValueError(f"client state holds {state.shape[0]} labels for {X.shape[0]} rows")
+        if reply.labels.shape[0] != (int(state.max()) + 1 if state.size else 0):
+            raise ValueError(
+                f"the server's reply labels {reply.labels.shape[0]} clusterlets, "
+                f"but this client has {int(state.max()) + 1}"
+            )
+        return reply.labels[state]
+
+    def _set_model_attributes(self, model: FedHIREModel) -> None:
+        super()._set_model_attributes(model)
+        self.level_sizes_ = np.array(model.level_sizes)
+        self.n_retries_ = int(model.n_retries)
+
+    def _set_client_attributes(self, states: list[np.ndarray], replies: list[FedHIREReply]) -> None:
+        self.client_granular_labels_ = [np.asarray(r.granular_labels)[s] for s, r in zip(states, replies)]
+        self.client_n_clusterlets_ = np.array([r.labels.shape[0] for r in replies], dtype=np.int64)

@@ -1,0 +1,213 @@
+"""The CPL engine (Numba kernels + orchestration) against the literal NumPy references."""
+import numpy as np
+import pytest
+
+from fastfc._cpl import candidate_count, cpl, mcpl, weighted_kmodes
+
+import reference_cpl as R
+from conftest import load_split
+
+
+def _blobs(rng, n, d, k, spread=4.0):
+    centres = rng.normal(scale=spread, size=(k, d))
+    return centres[rng.integers(k, size=n)] + rng.normal(size=(n, d))
+
+
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+@pytest.mark.parametrize("case", range(12))
+def test_cpl_matches_reference_on_random_inputs(semantics, case):
+    rng = np.random.default_rng(100 + case)
+    n = int(rng.integers(8, 90))
+    d = int(rng.integers(1, 12))
+    X = _blobs(rng, n, d, int(rng.integers(1, 5)))
+    k = candidate_count(0.5, n)
+    seeds = rng.permutation(n)[:k]
+    got = cpl(X, k, seeds=seeds, semantics=semantics)
+    centers, labels, k_out, passes = R.reference_cpl(X, k, seeds, semantics=semantics)
+    np.testing.assert_array_equal(got.labels, labels)
+    assert got.n_clusters == k_out and got.n_passes == passes
+    np.testing.assert_allclose(got.centers, centers, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("split", ["US", "VE"])
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+def test_cpl_matches_reference_on_published_clients(split, semantics):
+    X_clients, _ = load_split(split)
+    X = X_clients[0]
+    rng = np.random.default_rng(7)
+    k = candidate_count(0.5, len(X))
+    seeds = rng.permutation(len(X))[:k]
+    got = cpl(X, k, seeds=seeds, semantics=semantics)
+    _, labels, k_out, _ = R.reference_cpl(X, k, seeds, semantics=semantics)
+    np.testing.assert_array_equal(got.labels, labels)
+    assert got.n_clusters == k_out
+
+
+def test_objective_matches_reference():
+    rng = np.random.default_rng(3)
+    X = _blobs(rng, 60, 3, 3)
+    res = cpl(X, 30, seeds=rng.permutation(60)[:30])
+    # objective with the final weights; recompute naively with uniform weights as a bound check
+    assert 0.0 <= res.objective <= X.shape[0]
+    one = cpl(X, 1, seeds=[0])
+    assert one.n_clusters == 1 and one.objective == pytest.approx(60.0)
+
+
+def test_float32_input_gives_float64_result_and_same_labels():
+    rng = np.random.default_rng(5)
+    X = _blobs(rng, 50, 4, 3).astype(np.float32)
+    seeds = rng.permutation(50)[:25]
+    a = cpl(X, 25, seeds=seeds)
+    b = cpl(X.astype(np.float64), 25, seeds=seeds)
+    assert a.centers.dtype == np.float64
+    np.testing.assert_array_equal(a.labels, b.labels)
+
+
+# ------------------------------------------------------------------ edge cases of the specs
+def test_k_one_returns_the_mean_at_once():
+    X = np.arange(12.0).reshape(6, 2)
+    res = cpl(X, 1, seeds=[3])
+    np.testing.assert_allclose(res.centers, X.mean(0, keepdims=True))
+    assert res.n_passes == 0 and (res.labels == 0).all()
+
+
+def test_more_candidates_than_rows_is_clamped():
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    res = cpl(X, 50, seeds=np.arange(5))
+    assert 1 <= res.n_clusters <= 5
+
+
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+def test_constant_features_and_duplicate_rows(semantics):
+    rng = np.random.default_rng(11)
+    X = _blobs(rng, 40, 3, 2)
+    X[:, 1] = 2.5  # constant feature
+    X[20:30] = X[0]  # duplicate rows
+    seeds = rng.permutation(40)[:20]
+    got = cpl(X, 20, seeds=seeds, semantics=semantics)
+    _, labels, k_out, _ = R.reference_cpl(X, 20, seeds, semantics=semantics)
+    np.testing.assert_array_equal(got.labels, labels)
+    assert np.isfinite(got.centers).all()
+    # duplicates always share a cluster
+    assert len(np.unique(got.labels[20:30])) == 1
+
+
+def test_singletons_never_survive_robust_mode_unless_last():
+    rng = np.random.default_rng(2)
+    X = _blobs(rng, 80, 2, 3)
+    res = cpl(X, 40, seeds=rng.permutation(80)[:40])
+    sizes = np.bincount(res.labels)
+    assert (sizes >= 1).all() and sizes.sum() == 80
+    if res.n_passes > 1:
+        assert res.n_clusters < 40
+
+
+def test_cpl_bad_input():
+    X = np.ones((10, 2))
+    with pytest.raises(ValueError, match="distinct"):
+        cpl(X, 3, seeds=[0, 0, 1])
+    with pytest.raises(ValueError, match="row indices"):
+        cpl(X, 3, seeds=[0, 1, 10])
+    with pytest.raises(ValueError, match="NaN"):
+        cpl(np.array([[np.nan, 1.0], [0, 0]]), 2, seeds=[0, 1])
+    with pytest.raises(ValueError, match="semantics"):
+        cpl(X, 3, seeds=[0, 1, 2], semantics="bogus")
+    with pytest.raises(ValueError, match="seeds holds"):
+        cpl(X, 3, seeds=[0, 1])
+
+
+def test_candidate_count_rounds_half_to_even():
+    assert candidate_count(0.5, 5) == 2  # round(2.5) = 2
+    assert candidate_count(0.5, 7) == 4  # round(3.5) = 4
+    assert candidate_count(0.5, 1) == 1
+    assert candidate_count(0.5, 2) == 1
+
+
+# --------------------------------------------------------------------------------- MCPL
+def test_mcpl_levels_strictly_decrease():
+    rng = np.random.default_rng(4)
+    C = _blobs(rng, 120, 3, 5)
+    for seed in range(5):
+        g = np.random.default_rng(seed)
+        levels = mcpl(C, draw_seeds=lambda n, k: g.permutation(n)[:k])
+        sizes = [int(l.max()) + 1 for l in levels]
+        assert levels and all(a > b for a, b in zip(sizes, sizes[1:]))
+        assert all(l.shape == (120,) for l in levels)
+
+
+def test_mcpl_with_tolerance_runs_at_least_as_many_stages():
+    rng = np.random.default_rng(6)
+    C = _blobs(rng, 100, 2, 4)
+    calls = {"plain": 0, "tol": 0}
+
+    def drawer(key, seed):
+        g = np.random.default_rng(seed)
+
+        def draw(n, k):
+            calls[key] += 1
+            return g.permutation(n)[:k]
+        return draw
+
+    mcpl(C, draw_seeds=drawer("plain", 0))
+    mcpl(C, draw_seeds=drawer("tol", 0), tol=0.0)  # |dJ| < 0 never holds: runs to max_stages or k < 2
+    assert calls["tol"] >= calls["plain"]
+
+
+# ------------------------------------------------------------------------ weighted k-modes
+@pytest.mark.parametrize("case", range(10))
+def test_weighted_kmodes_matches_reference(case):
+    rng = np.random.default_rng(200 + case)
+    n = int(rng.integers(10, 120))
+    L = int(rng.integers(1, 6))
+    sizes = np.sort(rng.integers(2, 30, size=L))[::-1]
+    Z = np.column_stack([rng.integers(s, size=n) for s in sizes])
+    n_unique = np.unique(Z, axis=0).shape[0]
+    k = int(min(n_unique, rng.integers(2, 8)))
+    seed_rows = rng.choice(n_unique, k, replace=False)
+    np.testing.assert_array_equal(
+        weighted_kmodes(Z, k, seed_rows=seed_rows), R.reference_weighted_kmodes(Z, k, seed_rows)
+    )
+
+
+def test_weighted_kmodes_too_few_distinct_rows():
+    Z = np.zeros((10, 2), dtype=np.int64)
+    with pytest.raises(ValueError, match="distinct rows"):
+        weighted_kmodes(Z, 2, seed_rows=[0, 1])
+
+
+def test_weighted_kmodes_is_deterministic_and_labels_in_range():
+    rng = np.random.default_rng(9)
+    Z = np.column_stack([rng.integers(6, size=200), rng.integers(3, size=200)])
+    a = weighted_kmodes(Z, 4, seed_rows=[0, 3, 5, 9])
+    b = weighted_kmodes(Z, 4, seed_rows=[0, 3, 5, 9])
+    np.testing.assert_array_equal(a, b)
+    assert a.min() >= 0 and a.max() < 4
+
+
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+@pytest.mark.parametrize("case", range(6))
+def test_feature_weight_kernel_matches_direct_formulas(semantics, case):
+    from fastfc._kernels._cpl import cpl_feature_weights
+
+    rng = np.random.default_rng(300 + case)
+    n, d, k = int(rng.integers(12, 80)), int(rng.integers(1, 9)), int(rng.integers(2, 7))
+    X = _blobs(rng, n, d, k)
+    if case % 2:
+        X[:, 0] = 1.0  # a constant feature
+    y = rng.integers(k, size=n).astype(np.int64)
+    y[:k] = np.arange(k)  # every candidate has a member; some may be singletons
+    cnt = np.bincount(y, minlength=k).astype(np.int64)
+    C = np.array([X[y == j].mean(0) for j in range(k)])
+    order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
+    Mw = np.full((k, d), 1.0 / d)
+    live = np.ones(k, dtype=np.uint8)
+    wnan = np.zeros(k, dtype=np.uint8)
+    theta = np.ones(k)
+    bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
+    ref = 1 if semantics == "reference" else 0
+    cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, ref, 1e-12, *bufs)
+    Mw_ref, live_ref = R.reference_feature_weights(X, y, k, C, semantics)
+    np.testing.assert_array_equal(live.astype(bool), live_ref)
+    rows = live_ref
+    np.testing.assert_allclose(Mw[rows], Mw_ref[rows], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Mw[rows].sum(1), 1.0, rtol=1e-12)

@@ -1,0 +1,121 @@
+"""Cython nearest-prototype kernel against the NumPy reference."""
+import numpy as np
+import pytest
+from sklearn.metrics import pairwise_distances_argmin
+
+from fastfc._assign import assign_nearest, openmp_enabled
+
+from reference import assign_nearest_ref
+
+DTYPES = [np.float32, np.float64]
+RTOL = {np.float32: 1e-4, np.float64: 1e-10}
+
+
+def _unambiguous(D, labels, dtype):
+    """Rows whose best distance beats the runner-up by more than rounding."""
+    part = np.partition(D, 1, axis=1)
+    gap = part[:, 1] - part[:, 0]
+    return gap > RTOL[dtype] * (1 + np.abs(part[:, 0]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 3, 1), (1000, 5, 8), (2500, 33, 17), (600, 2, 40)])
+def test_matches_reference(dtype, weighted, shape):
+    n, d, k = shape
+    rng = np.random.default_rng(n * 1000 + d * 10 + k)
+    X = rng.normal(size=(n, d)).astype(dtype)
+    C = rng.normal(size=(k, d)).astype(dtype)
+    W = rng.random((k, d)).astype(dtype) * 3 if weighted else None
+    labels, dist = assign_nearest(X, C, W, return_distances=True)
+    ref_labels, ref_dist, D = assign_nearest_ref(X, C, W)
+    assert labels.dtype == np.int32 and dist.dtype == dtype
+    ok = _unambiguous(D, ref_labels, dtype) if k > 1 else np.ones(n, bool)
+    assert ok.mean() > 0.95
+    np.testing.assert_array_equal(labels[ok], ref_labels[ok])
+    # whatever the label, its distance is the minimum up to rounding
+    np.testing.assert_allclose(dist, ref_dist, rtol=RTOL[dtype] * 10, atol=RTOL[dtype])
+    np.testing.assert_allclose(D[np.arange(n), labels], ref_dist, rtol=RTOL[dtype] * 10, atol=RTOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_agrees_with_sklearn(dtype):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 12)).astype(dtype)
+    C = rng.normal(size=(10, 12)).astype(dtype)
+    _, _, D = assign_nearest_ref(X, C)
+    ok = _unambiguous(D, None, dtype)
+    np.testing.assert_array_equal(assign_nearest(X, C)[ok], pairwise_distances_argmin(X, C)[ok])
+
+
+def test_ties_go_to_lowest_index():
+    X = np.zeros((5, 3))
+    C = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [-1.0, 0, 0]])
+    assert (assign_nearest(X, C) == 0).all()
+    W = np.array([[2.0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]])
+    assert (assign_nearest(X, C, W) == 1).all()
+
+
+def test_zero_weights_ignore_features():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 4))
+    C = rng.normal(size=(3, 4))
+    W = np.ones((3, 4))
+    W[:, 2:] = 0.0
+    np.testing.assert_array_equal(assign_nearest(X, C, W), assign_nearest(X[:, :2], C[:, :2]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_same_result_for_any_thread_count(dtype):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(20_011, 9)).astype(dtype)
+    C = rng.normal(size=(13, 9)).astype(dtype)
+    W = rng.random((13, 9)).astype(dtype)
+    base, bd = assign_nearest(X, C, W, n_jobs=1, return_distances=True)
+    for n_jobs in (2, 3, -1):
+        lab, dist = assign_nearest(X, C, W, n_jobs=n_jobs, return_distances=True)
+        np.testing.assert_array_equal(lab, base)
+        np.testing.assert_array_equal(dist, bd)  # bitwise: same summation order
+
+
+def test_inputs_not_modified_and_non_contiguous_ok():
+    rng = np.random.default_rng(2)
+    X = np.asfortranarray(rng.normal(size=(300, 6)))
+    C = rng.normal(size=(4, 12))[:, ::2]
+    X0, C0 = X.copy(), C.copy()
+    lab = assign_nearest(X, C)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(C, C0)
+    np.testing.assert_array_equal(lab, assign_nearest_ref(np.ascontiguousarray(X), C)[0])
+
+
+def test_int_input_is_promoted():
+    X = np.array([[0, 0], [10, 10]])
+    assert assign_nearest(X, np.array([[9, 9], [1, 1]])).tolist() == [1, 0]
+
+
+def test_empty_rows():
+    lab, dist = assign_nearest(np.empty((0, 3)), np.ones((2, 3)), return_distances=True)
+    assert lab.shape == (0,) and dist.shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "X, C, W, exc, match",
+    [
+        (np.ones((3, 2)), np.ones((2, 3)), None, ValueError, "X has 2 features but centers have 3"),
+        (np.ones(3), np.ones((2, 3)), None, ValueError, "2-D"),
+        (np.array([[np.nan, 1.0]]), np.ones((2, 2)), None, ValueError, "NaN"),
+        (np.ones((3, 2)), np.array([[np.inf, 1.0]]), None, ValueError, "centers contains NaN"),
+        (np.ones((3, 2)), np.ones((2, 2)), -np.ones((2, 2)), ValueError, "non-negative"),
+        (np.ones((3, 2)), np.ones((2, 2)), np.ones((3, 2)), ValueError, "shape of centers"),
+        (np.ones((3, 2)), np.empty((0, 2)), None, ValueError, "empty"),
+        (np.array([["a", "b"]]), np.ones((2, 2)), None, TypeError, "numeric"),
+    ],
+)
+def test_bad_input(X, C, W, exc, match):
+    with pytest.raises(exc, match=match):
+        assign_nearest(X, C, W)
+
+
+def test_openmp_flag_is_bool():
+    assert isinstance(openmp_enabled(), bool)
