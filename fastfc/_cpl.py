@@ -246,6 +246,7 @@ def mcpl(
     semantics: str = "robust",
     tol: float | None = None,
     max_stages: int = 50,
+    max_candidates: int | None = None,
 ) -> list[np.ndarray]:
     """Multi-granular CPL on the stacked clusterlet centroids (fed_hire.md §3.3).
 
@@ -266,6 +267,8 @@ def mcpl(
         Notes.
     max_stages : int, default=50
         Cap on the number of stages (only reachable with ``tol``).
+    max_candidates : int or None, default=None
+        Cap on the first stage's candidate count (None: no cap, as the reference).
 
     Returns
     -------
@@ -300,6 +303,8 @@ def mcpl(
         raise ValueError(f"max_stages must be an integer >= 1, got {max_stages!r}")
     n_s = C.shape[0]
     k = candidate_count(server_ratio, n_s)
+    if max_candidates is not None:
+        k = min(k, int(max_candidates))
     levels: list[np.ndarray] = []
     prev_obj = None
     for stage in range(1, max_stages + 1):

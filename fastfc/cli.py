@@ -71,6 +71,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-jobs", type=int, default=None, help="threads (default 1; -1 = all cores)")
     run.add_argument("--no-standardize", action="store_true", help="do not z-score the dataset before splitting")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="extra estimator parameter (repeatable)")
+    run.add_argument("--protocol", choices=["client", "centroid"], default="client",
+                     help="score the clients' row labels (client) or one nearest-centroid step on the complete "
+                          "dataset (centroid, GOLD's centroid inheritance)")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     sub.add_parser("datasets", help="list the bundled datasets")
@@ -92,7 +95,7 @@ def _cmd_run(args) -> int:
     progress = _Progress(enabled=sys.stderr.isatty() and not args.json and len(X_clients) >= 20)
     res = run_method(
         args.method, X_clients, y_clients, n_clusters=args.n_clusters, random_state=args.seed,
-        n_jobs=args.n_jobs, params=_parse_params(args.param), progress=progress,
+        n_jobs=args.n_jobs, params=_parse_params(args.param), progress=progress, protocol=args.protocol,
     )
     res.pop("estimator")
     res["dataset"] = args.dataset

@@ -211,6 +211,7 @@ def server_hierarchy(
     semantics: str = "robust",
     tol: float | None = None,
     max_stages: int = 50,
+    max_candidates: int | None = None,
 ):
     """MCPL hierarchy then weighted k-modes on the stacked centroids (one attempt).
 
@@ -226,6 +227,8 @@ def server_hierarchy(
         See :class:`FedHIRE`.
     tol, max_stages
         GOLD's MCPL objective tolerance (``None`` = Fed-HIRE's rule).
+    max_candidates : int or None
+        Cap on the first level's candidates.
 
     Returns
     -------
@@ -241,7 +244,7 @@ def server_hierarchy(
     """
     levels = mcpl(
         C, server_ratio=ratio, eta=eta, max_passes=max_passes, semantics=semantics, tol=tol,
-        max_stages=max_stages, draw_seeds=lambda n, k: rng.permutation(n)[:k],
+        max_stages=max_stages, max_candidates=max_candidates, draw_seeds=lambda n, k: rng.permutation(n)[:k],
     )
     Z = np.ascontiguousarray(np.column_stack(levels).astype(np.int64))
     n_unique = np.unique(Z, axis=0).shape[0]
@@ -272,9 +275,10 @@ class FedHIRE(BaseFederatedClusterer):
         The first hierarchy level starts from ``round(server_ratio * n_s)``
         candidates (``n_s`` = number of uploaded centroids).
     max_candidates : int, None or "auto", default="auto"
-        Cap on a client's initial candidates. The first CPL pass costs
-        O(n_l k d), so without a cap the client phase is quadratic in the
-        client size. ``"auto"``: 256 in robust semantics (quality on the ten
+        Cap on the initial CPL candidates of a client and of the server's
+        first hierarchy level. The first CPL pass costs O(n k d), so without
+        a cap the client phase is quadratic in the client size (and the
+        server phase in the number of uploaded centroids). ``"auto"``: 256 in robust semantics (quality on the ten
         published splits is unchanged, see the README), no cap in reference
         semantics. ``None``: no cap.
     max_passes : int, default=31
@@ -433,7 +437,7 @@ class FedHIRE(BaseFederatedClusterer):
                 labels, Z = server_hierarchy(
                     C, self.n_clusters, rng, ratio=self.server_ratio, eta=self.eta, max_passes=self.max_passes,
                     kmodes_max_iter=self.kmodes_max_iter, semantics=self.semantics, tol=self._mcpl_tol,
-                    max_stages=self._mcpl_max_stages,
+                    max_stages=self._mcpl_max_stages, max_candidates=self._candidate_cap(),
                 )
                 break
             except KModesInitError as exc:

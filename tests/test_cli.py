@@ -69,3 +69,11 @@ def test_module_entry_point():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["method"] == "kfed"
+
+
+def test_run_fedhire_centroid_protocol(capsys):
+    assert main(["run", "fedhire", "--dataset", "iris", "--clients", "3", "--protocol", "centroid", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["protocol"] == "centroid" and res["method"] == "fedhire"
+    assert {"silhouette", "calinski_harabasz", "ari"} <= set(res["metrics"])
+    assert -1.0 <= res["metrics"]["silhouette"] <= 1.0
