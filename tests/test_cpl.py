@@ -211,3 +211,30 @@ def test_feature_weight_kernel_matches_direct_formulas(semantics, case):
     rows = live_ref
     np.testing.assert_allclose(Mw[rows], Mw_ref[rows], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(Mw[rows].sum(1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 7, 8, 13, 128, 129, 300, 777, 2100])
+def test_distance_sums_follow_numpy_order_bit_for_bit(d):
+    """The two weighted-distance kernels give exactly np.sum(Mw * (x - c) ** 2) for any d."""
+    from fastfc._kernels._cpl import _sq_dist, _sq_dist_buf
+    import numba
+
+    @numba.njit
+    def both(X, C, Mw):
+        tmp = np.empty(X.shape[1])
+        stk = np.empty((3, 64), dtype=np.int64)
+        stv = np.empty(64)
+        out = np.empty((2, C.shape[0]))
+        for j in range(C.shape[0]):
+            out[0, j] = _sq_dist(X, 0, C, Mw, j)
+            out[1, j] = _sq_dist_buf(X, 0, C, Mw, j, tmp, stk, stv)
+        return out
+
+    rng = np.random.default_rng(d)
+    X = rng.normal(size=(1, d)) * 10 ** rng.uniform(-3, 3, size=d)
+    C = rng.normal(size=(4, d))
+    Mw = rng.random((4, d))
+    ref = np.sum(Mw * (X[0] - C) ** 2, axis=1)
+    got = both(X, C, Mw)
+    np.testing.assert_array_equal(got[0], ref)
+    np.testing.assert_array_equal(got[1], ref)
