@@ -139,8 +139,14 @@ def cpl(
         when all scores are 0, the ``eps`` zero-variance rule, ``1 - BC`` clipped to
         ``[0, 1]``, ties to the lowest index). ``"reference"``: the authors' implicit NaN
         behaviour of §3.1.6 as explicit rules (NaN weight rows for ``m_j <= 1``,
-        ``m_j >= n - 1``, zero total variance, ``1 - BC < 0``, zero row sum; empty
-        candidates die; the all-zero fallback; ties to the lowest index).
+        ``m_j >= n - 1``, ``1 - BC < 0``, zero row sum; empty candidates die; the
+        all-zero fallback; ties to the lowest index).
+
+        Zero total variance (a feature constant on both sides of a candidate, e.g. constant
+        in the client), both semantics: the Hellinger term is ``a = 1``. The spec gives
+        ``a = 0`` (robust) or a NaN row (reference); the authors' code mostly computes
+        ``a = 1`` there (one side's rounded variance is exactly 0, the other's not), and
+        ``a = 1`` is what matches their published quality (see the kernel's comment).
     eps : float, default=1e-12
         Robust zero-variance threshold on ``sigma^2 + sigma_out^2`` (ignored by reference).
 

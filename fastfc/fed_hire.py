@@ -26,7 +26,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
 from .base import BaseFederatedClusterer
-from .protocol import ArraySpec, Message
+from .protocol import ArraySpec, CentersSummary, Message
 
 __all__ = [
     "FedHIRE",
@@ -46,7 +46,7 @@ DEFAULT_MAX_CANDIDATES = 256
 
 # ----------------------------------------------------------------- messages
 @dataclass(frozen=True, eq=False)
-class FedHIRESummary(Message):
+class FedHIRESummary(CentersSummary):
     """What a Fed-HIRE/GOLD client uploads: its clusterlet centroids, nothing else.
 
     Attributes
@@ -57,15 +57,6 @@ class FedHIRESummary(Message):
 
     METHOD = "fedhire"
     KIND = "summary"
-    ARRAYS = {"centers": ArraySpec("f", 2)}
-    centers: np.ndarray
-    n_features: int
-
-    def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1:
-            self._fail("a client must upload at least one clusterlet centroid")
-        if self.centers.shape[1] != self.n_features:
-            self._fail(f"centers have {self.centers.shape[1]} columns but n_features={self.n_features}")
 
 
 @dataclass(frozen=True, eq=False)

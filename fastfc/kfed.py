@@ -23,14 +23,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._parallel import sklearn_seed
 from .base import BaseFederatedClusterer
-from .protocol import ArraySpec, Message, MessageError
+from .protocol import ArraySpec, CentersSummary, Message, MessageError
 
 __all__ = ["KFed", "KFedSummary", "KFedModel", "KFedReply", "local_awasthi_sheffet", "farthest_first_seeds"]
 
 
 # ----------------------------------------------------------------- messages
 @dataclass(frozen=True, eq=False)
-class KFedSummary(Message):
+class KFedSummary(CentersSummary):
     """What a k-FED client uploads: its local centres.
 
     Attributes
@@ -42,15 +42,6 @@ class KFedSummary(Message):
 
     METHOD = "kfed"
     KIND = "summary"
-    ARRAYS = {"centers": ArraySpec("f", 2)}
-    centers: np.ndarray
-    n_features: int
-
-    def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1:
-            self._fail("a client must upload at least one centre")
-        if self.centers.shape[1] != self.n_features:
-            self._fail(f"centers have {self.centers.shape[1]} columns but n_features={self.n_features}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -31,6 +31,7 @@ __all__ = [
     "ArraySpec",
     "Message",
     "MessageError",
+    "CentersSummary",
     "FORMAT_VERSION",
     "WIRE_DTYPES",
     "decode_message",
@@ -293,3 +294,27 @@ def decode_message(data, *, method: str | None = None, kind: str | None = None) 
     if cls is None:
         raise MessageError(f"unknown message type method={key[0]!r} kind={key[1]!r}")
     return cls._from_parts(header, payload)
+
+
+@dataclass(frozen=True, eq=False)
+class CentersSummary(Message):
+    """Base of the uploads that are just a block of prototypes (k-FED, Fed-HIRE, GOLD, ...).
+
+    Subclasses set ``METHOD`` and ``KIND``; this class is not registered itself.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_prototypes, n_features)
+        At least one prototype.
+    n_features : int
+    """
+
+    ARRAYS = {"centers": ArraySpec("f", 2)}
+    centers: np.ndarray
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        if self.centers.shape[0] < 1:
+            self._fail("a client must upload at least one prototype")
+        if self.centers.shape[1] != self.n_features:
+            self._fail(f"centers have {self.centers.shape[1]} columns but n_features={self.n_features}")

@@ -47,8 +47,8 @@ def gaussian_hellinger(mu1, v1, mu2, v2):
     with np.errstate(all="ignore"):
         vs = v1 + v2
         if vs == 0:
-            # fastfc's reading of rule (d): both sides constant -> no NaN row (see the kernel)
-            return 0.0 if mu1 == mu2 else 1.0
+            # fastfc's reading of rule (d): both sides constant -> a = 1, no NaN row (see the kernel)
+            return 1.0
         bc = math.sqrt(2.0 * math.sqrt(v1) * math.sqrt(v2) / vs) * math.exp(-((mu1 - mu2) ** 2) / (4.0 * vs))
         return math.sqrt(1.0 - bc) if 1.0 - bc >= 0 else float("nan")
 
@@ -101,7 +101,7 @@ def reference_feature_weights(X, y, k, C, semantics="robust", eps=1e-12, live=No
             mub, vo = _mean_var(outside[:, z])
             if semantics == "robust":
                 if vi + vo <= eps:
-                    a = 0.0 if abs(mu - mub) <= eps else 1.0
+                    a = 1.0
                 else:
                     bc = math.sqrt(2.0 * math.sqrt(vi) * math.sqrt(vo) / (vi + vo)) * math.exp(
                         -((mu - mub) ** 2) / (4.0 * (vi + vo)))

@@ -767,7 +767,8 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
             dm = mu - mub
             if reference == 0:
                 if vs <= eps:
-                    a = 0.0 if abs(dm) <= eps else 1.0
+                    # zero total variance: a = 1, as the reference mostly gets (see below)
+                    a = 1.0
                 else:
                     bc = math.sqrt(2.0 * math.sqrt(vi) * math.sqrt(vo) / vs) * math.exp(
                         -(dm * dm) / (4.0 * vs))
@@ -779,12 +780,15 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
                     a = math.sqrt(om)
             else:
                 if vs == 0.0:
-                    # rule (d) of fed_hire.md §3.1.6: in the authors' code this case turns on
-                    # the rounding of NumPy's means, which mostly leaves a tiny non-zero
-                    # variance and a finite row; the feature carries no information (both
-                    # sides constant), so it gets the robust rule instead of a NaN row:
-                    # a = 0 when both sides hold the same value, 1 when they differ
-                    h = 0.0 if dm == 0.0 else b_g[j, z] / m
+                    # rule (d) of fed_hire.md §3.1.6 (a feature constant on both sides, e.g.
+                    # constant in the client): in the authors' code the outcome turns on the
+                    # rounding of NumPy's means. Mostly one side's variance comes out exactly
+                    # 0 and the other's tiny but positive, so BC = 0 and a = 1; a NaN row
+                    # (killing the candidate) is the exception. fastfc takes a = 1. Measured
+                    # over seeds 0-39 against the authors' mean ARI (seeds 0-9): NaN rows
+                    # give EC -0.09, CA -0.13 (whole clients collapse to one clusterlet);
+                    # a = 0 gives YE -0.034; a = 1 gives YE +0.003, EC -0.009, CA +0.018.
+                    h = b_g[j, z] / m
                     Mw[j, z] = h
                     hs += h
                     continue
