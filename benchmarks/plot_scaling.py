@@ -3,7 +3,8 @@
 
 Usage::
 
-    asv run --bench FedHIREScaleN          # or: asv run --python=same --bench FedHIREScaleN
+    asv run --bench FedHIREScaleN    # or, on the installed package:
+    asv run --python=same --set-commit-hash $(git rev-parse HEAD) --bench FedHIREScaleN
     python benchmarks/plot_scaling.py --bench bench_fedhire.FedHIREScaleN.time_fit -o scaling.png
 
 Reads every ``.asv/results/<machine>/*.json`` file, takes the newest result of the benchmark,
@@ -56,12 +57,17 @@ def main(argv=None) -> int:
 
     ns = [float(n) for n in params[0]]
     others = list(itertools.product(*params[1:])) or [()]
+    names: list[str] = []
+    meta = Path(args.results) / "benchmarks.json"
+    if meta.is_file():
+        names = json.loads(meta.read_text()).get(args.bench, {}).get("param_names", [])[1:]
     fig, ax = plt.subplots(figsize=(5, 4))
     for j, other in enumerate(others):
         ys = [values[i * len(others) + j] for i in range(len(ns))]
         pts = [(n, y) for n, y in zip(ns, ys) if y is not None]
         if pts:
-            ax.loglog(*zip(*pts), "o-", label=", ".join(map(str, other)) or "time")
+            label = ", ".join(f"{n}={v}" if n else str(v) for n, v in itertools.zip_longest(names, other))
+            ax.loglog(*zip(*pts), "o-", label=label or "time")
     first = next((v for v in values if v is not None), None)
     if first is not None:
         ax.loglog(ns, [first * n / ns[0] for n in ns], "k--", lw=0.8, label="slope 1 (linear)")
