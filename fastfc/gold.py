@@ -37,7 +37,7 @@ class GOLD(FedHIRE):
         as the authors' code does (their published numbers come from it).
     mcpl_max_stages : int, default=50
         Cap on MCPL stages (reachable only with ``mcpl_tol``).
-    eta, client_ratio, server_ratio, max_candidates, max_passes, kmodes_max_iter, semantics, on_init_failure, max_retries, random_state, n_jobs
+    eta, client_ratio, server_ratio, max_candidates, server_max_candidates, max_passes, kmodes_max_iter, semantics, on_init_failure, max_retries, random_state, n_jobs
         As in :class:`fastfc.FedHIRE`.
 
     Attributes
@@ -79,6 +79,7 @@ class GOLD(FedHIRE):
         client_ratio: float = 0.5,
         server_ratio: float = 0.5,
         max_candidates: int | str | None = "auto",
+        server_max_candidates: int | str | None = "auto",
         max_passes: int = 31,
         kmodes_max_iter: int = 31,
         semantics: str = "robust",
@@ -89,7 +90,8 @@ class GOLD(FedHIRE):
     ):
         super().__init__(
             n_clusters, eta=eta, client_ratio=client_ratio, server_ratio=server_ratio,
-            max_candidates=max_candidates, max_passes=max_passes, kmodes_max_iter=kmodes_max_iter,
+            max_candidates=max_candidates, server_max_candidates=server_max_candidates,
+            max_passes=max_passes, kmodes_max_iter=kmodes_max_iter,
             semantics=semantics, on_init_failure=on_init_failure, max_retries=max_retries,
             random_state=random_state, n_jobs=n_jobs,
         )

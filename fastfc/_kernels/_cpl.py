@@ -344,11 +344,7 @@ def _live_dists(X, i, C, Mw, live_idx, n_live, out, tmp, stk, stv):
     d = X.shape[1]
     if d <= 128:
         for t in range(n_live):
-            j = live_idx[t]
-            for z in range(d):
-                diff = X[i, z] - C[j, z]
-                tmp[z] = Mw[j, z] * (diff * diff)
-            out[t] = _pw_sum(tmp, 0, d)
+            out[t] = _pw_leaf(X, i, C, Mw, live_idx[t], 0, d)
     else:
         for t in range(n_live):
             out[t] = _sq_dist_buf(X, i, C, Mw, live_idx[t], tmp, stk, stv)
