@@ -97,7 +97,9 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _phase_setup(self) -> None:
         self._validate_params()
 
-    def client_summarize(self, X, *, client_index: int = 0, random_state=None) -> tuple[Message, Any]:
+    def client_summarize(
+        self, X, *, client_index: int = 0, random_state=None, restart: int = 0
+    ) -> tuple[Message, Any]:
         """Client phase 1: summarise one client's private data.
 
         Parameters
@@ -109,6 +111,9 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         random_state : int, RandomState, Generator or None, default=None
             Overrides ``self.random_state`` for this call. For reproducible
             federated runs give every party the same integer.
+        restart : int, default=0
+            Whole-run restart number (after a server error in ``_restart_on``);
+            ``k > 0`` selects that restart's fresh random stream.
 
         Returns
         -------
@@ -120,9 +125,11 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         self._phase_setup()
         X = check_client_data(X, name=f"client {client_index} data")
         entropy = resolve_entropy(self.random_state if random_state is None else random_state)
-        return self._summarize(X, client_rng(entropy, client_index))
+        return self._summarize(X, client_rng(entropy, client_index, restart))
 
-    def server_aggregate(self, summaries: Sequence[Message], *, random_state=None) -> tuple[Message, list[Message]]:
+    def server_aggregate(
+        self, summaries: Sequence[Message], *, random_state=None, restart: int = 0
+    ) -> tuple[Message, list[Message]]:
         """Server phase: fuse all client summaries into a global model.
 
         Parameters
@@ -131,6 +138,8 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
             One summary per client, in client order.
         random_state : int, RandomState, Generator or None, default=None
             Overrides ``self.random_state`` for this call.
+        restart : int, default=0
+            Whole-run restart number, as in :meth:`client_summarize`.
 
         Returns
         -------
@@ -142,7 +151,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         self._phase_setup()
         summaries = self._check_summaries(summaries)
         entropy = resolve_entropy(self.random_state if random_state is None else random_state)
-        return self._aggregate(summaries, server_rng(entropy))
+        return self._aggregate(summaries, server_rng(entropy, restart))
 
     def client_assign(self, X, state: Any, reply: Message) -> np.ndarray:
         """Client phase 2: label the client's rows from the server's reply.

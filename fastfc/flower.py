@@ -1,0 +1,425 @@
+"""Real federated runs on Flower: every fastfc method as a Flower ServerApp / ClientApp.
+
+The apps speak fastfc's own protocol (:mod:`fastfc.protocol`): each Flower message
+carries one fastfc message as raw bytes (a ``uint8`` array in an ``ArrayRecord``,
+never pickle) plus a small ``ConfigRecord`` header, and every payload is validated
+when read. The same estimator phases run as in-process
+(:meth:`~fastfc.base.BaseFederatedClusterer.client_summarize`,
+:meth:`~fastfc.base.BaseFederatedClusterer.server_aggregate`,
+:meth:`~fastfc.base.BaseFederatedClusterer.client_assign`), so with the same
+``random_state`` every client's labels equal those of ``fit_clients``.
+
+Flow of one run:
+
+1. The ServerApp waits for the SuperNodes (``num-clients``, at most
+   ``wait-timeout`` seconds) and sends each a ``summarize`` task.
+2. Each ClientApp loads *its own* data (node config ``data-path``), runs the
+   client phase, keeps its private state on local disk and replies with its
+   summary. Its ``client-index`` (node config) fixes its position, hence its
+   random stream.
+3. The server validates the summaries, applies the missing-client policy
+   (``min-clients``, ``on-missing``), runs the server phase and sends each
+   responder its reply in an ``assign`` task.
+4. Each client labels its rows and writes them locally (node config
+   ``labels-path``); only a count goes back. Per-row labels never leave a client.
+5. The server writes a JSON report (run config ``report-path``): who answered,
+   who was missing and why, the global model's size and the timings.
+
+The transport-independent parts (:class:`ClientWorker`, :func:`run_server_phases`)
+need no Flower and are what the tests exercise in-process; the Flower glue is
+:data:`client_app` / :data:`server_app`, built lazily by :func:`make_client_app`
+and :func:`make_server_app` (``pip install 'fastfc[flower]'``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .experiment import make_estimator
+from .protocol import Message, MessageError, decode_message
+
+__all__ = [
+    "ClientWorker",
+    "ClientFailure",
+    "FederationError",
+    "RunReport",
+    "encode_payload",
+    "decode_payload",
+    "run_server_phases",
+    "make_client_app",
+    "make_server_app",
+]
+
+FLWR_MISSING = "fastfc.flower needs Flower (flwr): pip install 'fastfc[flower]'"
+#: message type of every fastfc task (Flower's custom "query" messages)
+MESSAGE_TYPE = "query"
+
+
+class FederationError(RuntimeError):
+    """A federated run cannot complete (too few clients answered, or a client misbehaved)."""
+
+
+# -------------------------------------------------------------- wire payloads
+def encode_payload(msg: Message) -> np.ndarray:
+    """A fastfc message as a read-only ``uint8`` array (its validated wire bytes)."""
+    return np.frombuffer(msg.to_bytes(), dtype=np.uint8)
+
+
+def decode_payload(arr: Any, *, method: str, kind: str) -> Message:
+    """Read and validate a fastfc message from a ``uint8`` array.
+
+    Raises
+    ------
+    MessageError
+        If the array is not ``uint8`` bytes or the message is malformed, of
+        another method or kind, truncated or tampered with.
+    """
+    arr = np.asarray(arr)
+    if arr.dtype != np.uint8 or arr.ndim != 1:
+        raise MessageError(f"payload must be a 1-D uint8 array, got {arr.dtype} with shape {arr.shape}")
+    return decode_message(arr.tobytes(), method=method, kind=kind)
+
+
+# ---------------------------------------------------------------- client side
+def _load_client_data(path: str | os.PathLike) -> np.ndarray:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"client data file {str(path)!r} does not exist")
+    if path.suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    with np.load(path, allow_pickle=False) as z:
+        if "X" not in z.files:
+            raise ValueError(f"client data file {str(path)!r} has no array 'X' (keys: {', '.join(z.files)})")
+        return z["X"]
+
+
+@dataclass
+class ClientWorker:
+    """One client's side of a distributed run, independent of the transport.
+
+    Parameters
+    ----------
+    data_path : str
+        The client's own data: a ``.npy`` matrix or an ``.npz`` with key ``X``.
+    client_index : int
+        Position of this client in the federation (selects its random stream;
+        must be unique in a run).
+    state_dir : str, default=None
+        Where the private state between the two client phases is kept
+        (default: next to the data).
+    labels_path : str, default=None
+        Where the labels are written (default: ``<data>.labels.npy``).
+    """
+
+    data_path: str
+    client_index: int
+    state_dir: str | None = None
+    labels_path: str | None = None
+
+    def _state_file(self, run_key: str) -> Path:
+        base = Path(self.state_dir) if self.state_dir else Path(self.data_path).resolve().parent
+        base.mkdir(parents=True, exist_ok=True)
+        return base / f".fastfc-state-{run_key}-client{self.client_index}.npy"
+
+    def summarize(self, task: dict, *, run_key: str) -> np.ndarray:
+        """Run the client phase; keep the private state locally; return the summary bytes."""
+        X = _load_client_data(self.data_path)
+        est = make_estimator(task["method"], **task["params"])
+        summary, state = est.client_summarize(
+            X, client_index=self.client_index, random_state=task["random_state"], restart=task.get("restart", 0)
+        )
+        if not isinstance(state, np.ndarray):
+            raise TypeError(f"{task['method']}: client state of type {type(state).__name__} cannot be stored")
+        np.save(self._state_file(run_key), state, allow_pickle=False)
+        return encode_payload(summary)
+
+    def assign(self, task: dict, payload: Any, *, run_key: str) -> int:
+        """Label the rows from the server's reply, write them locally, return how many."""
+        X = _load_client_data(self.data_path)
+        est = make_estimator(task["method"], **task["params"])
+        reply = decode_payload(payload, method=est._reply_cls.METHOD, kind=est._reply_cls.KIND)
+        state_file = self._state_file(run_key)
+        if not state_file.is_file():
+            raise FederationError(f"client {self.client_index}: no summary state for this run (was it summarized?)")
+        state = np.load(state_file, allow_pickle=False)
+        labels = est.client_assign(X, state, reply)
+        out = Path(self.labels_path) if self.labels_path else Path(str(self.data_path) + ".labels.npy")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        np.save(out, labels, allow_pickle=False)
+        state_file.unlink(missing_ok=True)
+        return int(labels.shape[0])
+
+
+# ---------------------------------------------------------------- server side
+@dataclass
+class ClientFailure:
+    """Why one client is missing from a run."""
+
+    node: str
+    reason: str
+
+
+@dataclass
+class RunReport:
+    """What a distributed run did (written as JSON by the ServerApp)."""
+
+    method: str
+    responders: dict[int, str] = field(default_factory=dict)  # client index -> node
+    missing: list[ClientFailure] = field(default_factory=list)
+    n_labelled: dict[int, int] = field(default_factory=dict)
+    n_clusters: int | None = None
+    restarts: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "method": self.method,
+            "responders": {str(k): v for k, v in sorted(self.responders.items())},
+            "missing": [{"node": f.node, "reason": f.reason} for f in self.missing],
+            "n_labelled": {str(k): v for k, v in sorted(self.n_labelled.items())},
+            "n_clusters": self.n_clusters,
+            "restarts": self.restarts,
+            "timings": self.timings,
+        }, indent=1)
+
+
+#: ``send(phase, {node: payload or None}, task) -> {node: (meta dict, payload array) or ClientFailure}``
+SendFn = Callable[[str, dict, dict], dict]
+
+
+def run_server_phases(
+    send: SendFn,
+    nodes: list[str],
+    task: dict,
+    *,
+    min_clients: int,
+    on_missing: str = "continue",
+) -> RunReport:
+    """Drive one run over ``nodes`` through ``send`` (any transport).
+
+    Parameters
+    ----------
+    send : callable
+        ``send(phase, payloads, task)`` delivers a task to each listed node
+        (``phase`` is ``"summarize"`` or ``"assign"``; ``payloads`` maps node ->
+        uint8 array or None) and returns, per node, ``(header, payload)`` or a
+        :class:`ClientFailure`.
+    nodes : list of str
+        The nodes of the federation.
+    task : dict
+        ``method``, ``params`` (dict) and ``random_state`` (int).
+    min_clients : int
+        Fewest responders with which the run may complete.
+    on_missing : {"continue", "fail"}
+        With missing clients (but at least ``min_clients``): finish with the
+        responders and report the missing, or stop with :class:`FederationError`.
+
+    Returns
+    -------
+    RunReport
+    """
+    if on_missing not in ("continue", "fail"):
+        raise ValueError(f"on_missing must be 'continue' or 'fail', got {on_missing!r}")
+    est = make_estimator(task["method"], **task["params"])
+    report = RunReport(method=task["method"])
+    summary_cls = est._summary_cls
+    t0 = time.perf_counter()
+    restart = 0
+    while True:
+        out = send("summarize", {n: None for n in nodes}, {**task, "restart": restart})
+        by_index: dict[int, tuple[str, Message]] = {}
+        failures: list[ClientFailure] = []
+        for node in nodes:
+            res = out.get(node, ClientFailure(node, "no reply"))
+            if isinstance(res, ClientFailure):
+                failures.append(res)
+                continue
+            header, payload = res
+            try:
+                idx = int(header["client-index"])
+                summary = decode_payload(payload, method=summary_cls.METHOD, kind=summary_cls.KIND)
+            except (MessageError, KeyError, TypeError, ValueError) as exc:
+                failures.append(ClientFailure(node, f"malformed summary rejected: {exc}"))
+                continue
+            if idx in by_index:
+                failures.append(ClientFailure(node, f"duplicate client-index {idx} (also {by_index[idx][0]})"))
+                continue
+            by_index[idx] = (node, summary)
+        report.missing = failures
+        if len(by_index) < min_clients or (failures and on_missing == "fail"):
+            names = "; ".join(f"{f.node}: {f.reason}" for f in failures) or "none"
+            raise FederationError(
+                f"{len(by_index)} of {len(nodes)} clients answered (min-clients={min_clients}, "
+                f"on-missing={on_missing}); missing: {names}"
+            )
+        order = sorted(by_index)
+        if order != list(range(len(order))) and len(order) == len(nodes):
+            raise FederationError(f"client indices must be 0..{len(nodes) - 1}, got {order}")
+        try:
+            model, replies = est.server_aggregate([by_index[i][1] for i in order], random_state=task["random_state"],
+                                                  restart=restart)
+            break
+        except est._restart_on:
+            if restart >= est._max_restarts():
+                raise
+            restart += 1
+    report.restarts = restart
+    t1 = time.perf_counter()
+    report.responders = {i: by_index[i][0] for i in order}
+    est._set_model_attributes(model)
+    report.n_clusters = int(est.n_clusters_)
+    acks = send("assign", {by_index[i][0]: encode_payload(r) for i, r in zip(order, replies)}, task)
+    for i in order:
+        node = by_index[i][0]
+        res = acks.get(node, ClientFailure(node, "no reply"))
+        if isinstance(res, ClientFailure):
+            report.missing.append(ClientFailure(node, f"assign failed: {res.reason}"))
+            continue
+        report.n_labelled[i] = int(res[0].get("n-labelled", -1))
+    report.timings = {"summarize+server": t1 - t0, "assign": time.perf_counter() - t1}
+    return report
+
+
+# --------------------------------------------------------------- Flower glue
+def _import_flwr():
+    try:
+        from flwr.app import Array, ArrayRecord, ConfigRecord, Message as FlwrMessage, RecordDict
+        from flwr.clientapp import ClientApp
+        from flwr.serverapp import ServerApp
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(FLWR_MISSING) from exc
+    return Array, ArrayRecord, ConfigRecord, FlwrMessage, RecordDict, ClientApp, ServerApp
+
+
+def _task_from_config(cfg) -> dict:
+    return {
+        "method": str(cfg["method"]),
+        "params": json.loads(str(cfg.get("params", "{}"))),
+        "random_state": int(cfg.get("random-state", 0)),
+        "restart": int(cfg.get("restart", 0)),
+    }
+
+
+def make_client_app():
+    """The Flower ClientApp that answers fastfc tasks from this SuperNode's own data.
+
+    Node config: ``data-path`` (required), ``client-index`` (required),
+    ``state-dir`` and ``labels-path`` (optional).
+    """
+    Array, ArrayRecord, ConfigRecord, FlwrMessage, RecordDict, ClientApp, _ = _import_flwr()
+    app = ClientApp()
+
+    @app.query()
+    def _answer(msg, context):
+        ncfg = context.node_config
+        cfg = msg.content["task"]
+        phase = str(cfg["phase"])
+        worker = ClientWorker(
+            data_path=str(ncfg["data-path"]), client_index=int(ncfg["client-index"]),
+            state_dir=str(ncfg["state-dir"]) if "state-dir" in ncfg else None,
+            labels_path=str(ncfg["labels-path"]) if "labels-path" in ncfg else None,
+        )
+        task = _task_from_config(cfg)
+        run_key = str(context.run_id)
+        header = {"client-index": worker.client_index, "phase": phase}
+        if phase == "summarize":
+            payload = worker.summarize(task, run_key=run_key)
+            content = RecordDict({"header": ConfigRecord(header), "fastfc": ArrayRecord({"msg": Array(payload)})})
+        elif phase == "assign":
+            n = worker.assign(task, msg.content["fastfc"]["msg"].numpy(), run_key=run_key)
+            content = RecordDict({"header": ConfigRecord({**header, "n-labelled": n})})
+        else:
+            raise ValueError(f"unknown fastfc phase {phase!r}")
+        return FlwrMessage(content=content, reply_to=msg)
+
+    return app
+
+
+def make_server_app():
+    """The Flower ServerApp that drives a fastfc run (see the module docstring).
+
+    Run config: ``method``, ``params`` (JSON object as a string), ``random-state``,
+    ``num-clients``, ``min-clients`` (default ``num-clients``), ``on-missing``
+    (``continue`` | ``fail``), ``wait-timeout`` and ``reply-timeout`` (seconds),
+    ``report-path``.
+    """
+    Array, ArrayRecord, ConfigRecord, FlwrMessage, RecordDict, _, ServerApp = _import_flwr()
+    app = ServerApp()
+
+    @app.main()
+    def _main(grid, context):
+        cfg = context.run_config
+        task = _task_from_config(cfg)
+        n_expected = int(cfg["num-clients"])
+        min_clients = int(cfg.get("min-clients", n_expected))
+        deadline = time.monotonic() + float(cfg.get("wait-timeout", 60.0))
+        node_ids = sorted(grid.get_node_ids())
+        while len(node_ids) < n_expected and time.monotonic() < deadline:
+            time.sleep(0.5)
+            node_ids = sorted(grid.get_node_ids())
+        reply_timeout = float(cfg.get("reply-timeout", 120.0))
+        nodes = [str(n) for n in node_ids]
+
+        def send(phase: str, payloads: dict, task_: dict) -> dict:
+            head = {"phase": phase, "method": task_["method"], "params": json.dumps(task_["params"]),
+                    "random-state": task_["random_state"], "restart": task_.get("restart", 0)}
+            out_msgs = []
+            for node, payload in payloads.items():
+                rd = RecordDict({"task": ConfigRecord(head)})
+                if payload is not None:
+                    rd["fastfc"] = ArrayRecord({"msg": Array(np.ascontiguousarray(payload))})
+                out_msgs.append(FlwrMessage(content=rd, dst_node_id=int(node), message_type=MESSAGE_TYPE))
+            sent = {m.metadata.message_id: str(m.metadata.dst_node_id) for m in out_msgs}
+            result: dict = {}
+            for rep in grid.send_and_receive(out_msgs, timeout=reply_timeout):
+                node = sent.get(rep.metadata.reply_to_message_id, str(rep.metadata.src_node_id))
+                if rep.has_error():
+                    result[node] = ClientFailure(node, f"client error {rep.error.code}: {rep.error.reason}")
+                    continue
+                try:
+                    header = dict(rep.content["header"])
+                    payload = rep.content["fastfc"]["msg"].numpy() if "fastfc" in rep.content else None
+                except (KeyError, TypeError) as exc:
+                    result[node] = ClientFailure(node, f"malformed reply rejected: {exc}")
+                    continue
+                result[node] = (header, payload)
+            for node in payloads:
+                result.setdefault(node, ClientFailure(node, f"no reply within {reply_timeout:g} s"))
+            return result
+
+        missing_nodes = []
+        if len(nodes) < n_expected:
+            missing_nodes = [ClientFailure("?", f"only {len(nodes)} of {n_expected} SuperNodes connected "
+                                                f"within {cfg.get('wait-timeout', 60.0)} s")]
+        report_path = str(cfg.get("report-path", "fastfc-report.json"))
+        try:
+            if len(nodes) < min_clients:
+                raise FederationError(f"only {len(nodes)} of {n_expected} SuperNodes connected "
+                                      f"(min-clients={min_clients})")
+            if missing_nodes and str(cfg.get("on-missing", "continue")) == "fail":
+                raise FederationError(missing_nodes[0].reason)
+            report = run_server_phases(send, nodes, task, min_clients=min_clients,
+                                       on_missing=str(cfg.get("on-missing", "continue")))
+            report.missing = missing_nodes + report.missing
+            Path(report_path).write_text(report.to_json())
+        except Exception as exc:
+            Path(report_path).write_text(json.dumps({"method": task["method"], "error": f"{type(exc).__name__}: {exc}"}))
+            raise
+
+    return app
+
+
+def __getattr__(name: str):
+    # ``fastfc.flower:client_app`` / ``:server_app`` as Flower app components
+    if name == "client_app":
+        return make_client_app()
+    if name == "server_app":
+        return make_server_app()
+    raise AttributeError(f"module 'fastfc.flower' has no attribute {name!r}")
