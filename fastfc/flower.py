@@ -175,6 +175,7 @@ class RunReport:
     missing: list[ClientFailure] = field(default_factory=list)
     n_labelled: dict[int, int] = field(default_factory=dict)
     n_clusters: int | None = None
+    missing_clients: list[int] = field(default_factory=list)
     restarts: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -185,6 +186,7 @@ class RunReport:
             "missing": [{"node": f.node, "reason": f.reason} for f in self.missing],
             "n_labelled": {str(k): v for k, v in sorted(self.n_labelled.items())},
             "n_clusters": self.n_clusters,
+            "missing_clients": self.missing_clients,
             "restarts": self.restarts,
             "timings": self.timings,
         }, indent=1)
@@ -201,6 +203,7 @@ def run_server_phases(
     *,
     min_clients: int,
     on_missing: str = "continue",
+    n_clients: int | None = None,
 ) -> RunReport:
     """Drive one run over ``nodes`` through ``send`` (any transport).
 
@@ -220,6 +223,9 @@ def run_server_phases(
     on_missing : {"continue", "fail"}
         With missing clients (but at least ``min_clients``): finish with the
         responders and report the missing, or stop with :class:`FederationError`.
+    n_clients : int, default=None
+        Size of the federation: client indices must lie in ``0..n_clients-1``
+        (default ``len(nodes)``).
 
     Returns
     -------
@@ -229,6 +235,7 @@ def run_server_phases(
         raise ValueError(f"on_missing must be 'continue' or 'fail', got {on_missing!r}")
     est = make_estimator(task["method"], **task["params"])
     report = RunReport(method=task["method"])
+    n_clients = len(nodes) if n_clients is None else int(n_clients)
     summary_cls = est._summary_cls
     t0 = time.perf_counter()
     restart = 0
@@ -248,6 +255,9 @@ def run_server_phases(
             except (MessageError, KeyError, TypeError, ValueError) as exc:
                 failures.append(ClientFailure(node, f"malformed summary rejected: {exc}"))
                 continue
+            if not 0 <= idx < n_clients:
+                failures.append(ClientFailure(node, f"client-index {idx} outside 0..{n_clients - 1}"))
+                continue
             if idx in by_index:
                 failures.append(ClientFailure(node, f"duplicate client-index {idx} (also {by_index[idx][0]})"))
                 continue
@@ -260,8 +270,6 @@ def run_server_phases(
                 f"on-missing={on_missing}); missing: {names}"
             )
         order = sorted(by_index)
-        if order != list(range(len(order))) and len(order) == len(nodes):
-            raise FederationError(f"client indices must be 0..{len(nodes) - 1}, got {order}")
         try:
             model, replies = est.server_aggregate([by_index[i][1] for i in order], random_state=task["random_state"],
                                                   restart=restart)
@@ -396,8 +404,8 @@ def make_server_app():
 
         missing_nodes = []
         if len(nodes) < n_expected:
-            missing_nodes = [ClientFailure("?", f"only {len(nodes)} of {n_expected} SuperNodes connected "
-                                                f"within {cfg.get('wait-timeout', 60.0)} s")]
+            missing_nodes = [ClientFailure("(not connected)", f"only {len(nodes)} of {n_expected} SuperNodes "
+                                       f"connected within {cfg.get('wait-timeout', 60.0)} s")]
         report_path = str(cfg.get("report-path", "fastfc-report.json"))
         try:
             if len(nodes) < min_clients:
@@ -406,8 +414,9 @@ def make_server_app():
             if missing_nodes and str(cfg.get("on-missing", "continue")) == "fail":
                 raise FederationError(missing_nodes[0].reason)
             report = run_server_phases(send, nodes, task, min_clients=min_clients,
-                                       on_missing=str(cfg.get("on-missing", "continue")))
+                                       on_missing=str(cfg.get("on-missing", "continue")), n_clients=n_expected)
             report.missing = missing_nodes + report.missing
+            report.missing_clients = sorted(set(range(n_expected)) - set(report.responders))
             Path(report_path).write_text(report.to_json())
         except Exception as exc:
             Path(report_path).write_text(json.dumps({"method": task["method"], "error": f"{type(exc).__name__}: {exc}"}))
@@ -416,10 +425,13 @@ def make_server_app():
     return app
 
 
-def __getattr__(name: str):
-    # ``fastfc.flower:client_app`` / ``:server_app`` as Flower app components
-    if name == "client_app":
-        return make_client_app()
-    if name == "server_app":
-        return make_server_app()
-    raise AttributeError(f"module 'fastfc.flower' has no attribute {name!r}")
+try:  # the Flower app components ``fastfc.flower:client_app`` / ``fastfc.flower:server_app``
+    import flwr as _flwr  # noqa: F401
+except ImportError:  # without Flower the transport-independent parts still work
+    def __getattr__(name: str):
+        if name in ("client_app", "server_app"):
+            raise ImportError(FLWR_MISSING)
+        raise AttributeError(f"module 'fastfc.flower' has no attribute {name!r}")
+else:
+    client_app = make_client_app()
+    server_app = make_server_app()

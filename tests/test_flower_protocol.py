@@ -120,3 +120,15 @@ def test_client_worker_errors(tmp_path):
     w = ClientWorker(str(tmp_path / "d.npz"), client_index=0)
     with pytest.raises(ValueError, match="no array 'X'"):
         w.summarize({"method": "kfed", "params": {}, "random_state": 0}, run_key="x")
+
+
+def test_client_index_out_of_range_or_duplicate_is_rejected(tmp_path, federated_blobs):
+    X_clients, _ = federated_blobs
+    workers = _write_clients(tmp_path, X_clients)
+    workers["node2"].client_index = 0  # duplicates node0
+    task = {"method": "kfed", "params": {"n_clusters": 4}, "random_state": 0}
+    report = run_server_phases(_memory_send(workers), list(workers), task, min_clients=2)
+    assert [f.node for f in report.missing] == ["node2"] and "duplicate client-index 0" in report.missing[0].reason
+    workers["node2"].client_index = 7
+    report = run_server_phases(_memory_send(workers), list(workers), task, min_clients=2)
+    assert "outside 0..2" in report.missing[0].reason

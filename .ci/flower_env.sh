@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build a virtualenv with Flower 1.42 and fastfc for the real-deployment tests (tests/test_flower.py)
+# and print its bin directory. flwr 1.42.0 pins certifi>=2026.10.19, newer than the registry holds
+# today, so pip would silently fall back to 1.41 (whose CLI differs); the wheel is installed
+# without dependencies and its requirements with the newest certifi available.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${FASTFC_FLOWER_VENV:-.ci/.flwr-venv}
+FLWR=1.42.0
+if [ ! -x "$VENV/bin/flwr" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+  tmp=$(mktemp -d)
+  "$VENV/bin/pip" download -q "flwr==$FLWR" --no-deps -d "$tmp" >&2
+  "$VENV/bin/python" - "$tmp" <<'PY' > "$tmp/deps.txt"
+import sys, zipfile, glob, re
+whl = glob.glob(sys.argv[1] + "/flwr-*.whl")[0]
+meta = zipfile.ZipFile(whl).read([n for n in zipfile.ZipFile(whl).namelist() if n.endswith("METADATA")][0]).decode()
+for line in meta.splitlines():
+    if line.startswith("Requires-Dist:") and "extra ==" not in line:
+        req = line.split(":", 1)[1].strip()
+        if not req.startswith("certifi"):
+            print(req)
+print("certifi")
+PY
+  "$VENV/bin/pip" install -q "$tmp"/flwr-*.whl --no-deps >&2
+  "$VENV/bin/pip" install -q -r "$tmp/deps.txt" >&2
+  "$VENV/bin/pip" install -q cython setuptools wheel >&2
+  "$VENV/bin/pip" install -q --no-build-isolation . >&2
+  rm -rf "$tmp"
+fi
+"$VENV/bin/python" -c "import flwr, fastfc.flower; assert flwr.__version__ == '$FLWR', flwr.__version__" >&2
+echo "$(cd "$VENV/bin" && pwd)"
