@@ -77,6 +77,25 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     sub.add_parser("datasets", help="list the bundled datasets")
+
+    fl = sub.add_parser("flower", help="real federated runs on Flower (needs fastfc[flower])")
+    flsub = fl.add_subparsers(dest="flower_command", required=True)
+    app = flsub.add_parser("app", help="write the Flower app project (pyproject.toml) into a directory")
+    app.add_argument("directory")
+    app.add_argument("--clients", type=int, default=3, help="expected SuperNodes (num-clients, default 3)")
+    app.add_argument("--min-clients", type=int, default=None, help="fewest responders to finish (default: all)")
+    loc = flsub.add_parser("local", help="run a method over N SuperNodes started on 127.0.0.1, one per client")
+    loc.add_argument("method", help=f"one of: {', '.join(sorted(METHODS))}")
+    loc.add_argument("--dataset", required=True, help="bundled dataset name or a client .npz file (X0..Xk, y0..yk)")
+    loc.add_argument("--clients", type=int, default=3, help="number of clients / SuperNodes (default 3)")
+    loc.add_argument("--split", default="iid", choices=["iid", "dirichlet", "classes", "non-icd"])
+    loc.add_argument("--alpha", type=float, default=0.5)
+    loc.add_argument("--seed", type=int, default=0, help="seed of the split and of the method (default 0)")
+    loc.add_argument("--n-clusters", type=int, default=None, help="number of clusters (default: number of classes)")
+    loc.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    loc.add_argument("--workdir", default=None, help="where data, labels, logs and Flower state go (default: a new temp dir)")
+    loc.add_argument("--port", type=int, default=29500, help="SuperLink port; SuperNodes use the next N (default 29500)")
+    loc.add_argument("--check", action="store_true", help="also fit in-process and check every client's labels are identical")
     return parser
 
 
@@ -127,6 +146,61 @@ def _cmd_datasets(args) -> int:
     return 0
 
 
+def _cmd_flower(args) -> int:
+    import json
+    import tempfile
+
+    from .flower import LocalFederation, write_app_project
+
+    if args.flower_command == "app":
+        path = write_app_project(args.directory, n_clients=args.clients, min_clients=args.min_clients)
+        print(f"wrote {path / 'pyproject.toml'}; run it with: flwr run {path} <federation>")
+        return 0
+    from .experiment import load_federated
+    from .metrics import evaluate
+
+    split_params = {"alpha": args.alpha} if args.split == "dirichlet" else {}
+    X_clients, y_clients = load_federated(args.dataset, n_clients=args.clients, split=args.split, seed=args.seed,
+                                          split_params=split_params)
+    k = args.n_clusters
+    if k is None and y_clients is not None:
+        k = len({int(v) for y in y_clients for v in y})
+    if k is None:
+        raise ValueError("--n-clusters is required for data without labels")
+    params = {"n_clusters": int(k), **_parse_params(args.param)}
+    workdir = args.workdir or tempfile.mkdtemp(prefix="fastfc-flower-")
+    app = write_app_project(f"{workdir}/app", n_clients=len(X_clients))
+    report = f"{workdir}/report.json"
+    print(f"fastfc flower: {len(X_clients)} SuperNodes on 127.0.0.1:{args.port}+, state and logs in {workdir}",
+          file=sys.stderr)
+    with LocalFederation(f"{workdir}/federation", X_clients, port=args.port) as fed:
+        fed.wait_online()
+        status, details = fed.run(app, {"method": args.method, "params": params, "random-state": args.seed,
+                                        "report-path": report})
+        labels = fed.labels()
+    if status != "finished:completed":
+        raise RuntimeError(f"the Flower run ended {status}: {details}")
+    res = json.loads(open(report).read())
+    got = [lab for lab in labels if lab is not None]
+    if y_clients is not None and len(got) == len(y_clients):
+        import numpy as np
+
+        res["metrics"] = {k: round(float(v), 4) for k, v in evaluate(np.concatenate(y_clients),
+                                                                     np.concatenate(got)).items()}
+    if args.check:
+        from .experiment import make_estimator
+        import numpy as np
+
+        ref = make_estimator(args.method, random_state=args.seed, **params).fit_clients(X_clients)
+        same = all(lab is not None and np.array_equal(lab, r) for lab, r in zip(labels, ref.client_labels_))
+        res["identical_to_fit_clients"] = bool(same)
+        if not same:
+            print(json.dumps(res, indent=1))
+            raise RuntimeError("labels from the Flower run differ from the in-process fit_clients")
+    print(json.dumps(res, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastfc`` command; returns the exit status."""
     parser = _build_parser()
@@ -134,11 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "flower":
+            return _cmd_flower(args)
         return _cmd_datasets(args)
     except KeyboardInterrupt:
         print("fastfc: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, KeyError, OSError) as exc:
+    except (ValueError, TypeError, KeyError, OSError, ImportError, RuntimeError) as exc:
         msg = str(exc).strip().strip("'\"") or type(exc).__name__
         print(f"fastfc: error: {msg}", file=sys.stderr)
         return 2

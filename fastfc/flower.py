@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,7 +56,61 @@ __all__ = [
     "run_server_phases",
     "make_client_app",
     "make_server_app",
+    "LocalFederation",
+    "APP_DIR",
+    "write_app_project",
 ]
+
+#: the Flower app project of a source checkout (examples/flower); see :func:`write_app_project`
+APP_DIR = Path(__file__).resolve().parents[1] / "examples" / "flower"
+
+_APP_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "fastfc-flower"
+version = "0.1.0"
+description = "fastfc one-shot federated clustering as a Flower app"
+license = "BSD-3-Clause"
+dependencies = ["fastfc[flower]"]
+
+[tool.setuptools]
+py-modules = []
+
+[tool.flwr.app]
+publisher = "fastfc"
+
+[tool.flwr.app.components]
+serverapp = "fastfc.flower:server_app"
+clientapp = "fastfc.flower:client_app"
+
+[tool.flwr.app.config]
+method = "kfed"
+params = "{{}}"
+random-state = 0
+num-clients = {n_clients}
+min-clients = {min_clients}
+on-missing = "continue"
+wait-timeout = 60.0
+reply-timeout = 120.0
+report-path = "fastfc-report.json"
+"""
+
+
+def write_app_project(directory, *, n_clients: int = 3, min_clients: int | None = None) -> Path:
+    """Write the Flower app project (a ``pyproject.toml``) that runs fastfc into ``directory``.
+
+    Its components are :data:`server_app` and :data:`client_app` of this module; the
+    run config (method, params, random-state, client counts, policy, time-outs,
+    report path) can be overridden per run with ``flwr run ... --run-config``.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    min_clients = n_clients if min_clients is None else min_clients
+    (directory / "pyproject.toml").write_text(_APP_PYPROJECT.format(n_clients=n_clients, min_clients=min_clients))
+    return directory
 
 FLWR_MISSING = "fastfc.flower needs Flower (flwr): pip install 'fastfc[flower]'"
 #: message type of every fastfc task (Flower's custom "query" messages)
@@ -293,6 +348,144 @@ def run_server_phases(
         report.n_labelled[i] = int(res[0].get("n-labelled", -1))
     report.timings = {"summarize+server": t1 - t0, "assign": time.perf_counter() - t1}
     return report
+
+
+# ------------------------------------------------------ local deployments
+class LocalFederation:
+    """A real Flower deployment on 127.0.0.1: one SuperLink and one SuperNode per client.
+
+    Every process runs in its own session (``flower-superlink``, ``flower-supernode``,
+    started from ``bin_dir``), all Flower state lives under ``workdir``, and
+    :meth:`close` (or leaving the ``with`` block) stops them. Each SuperNode is given
+    only its own client's data file.
+
+    Parameters
+    ----------
+    workdir : str or Path
+        Empty directory for data files, labels, logs and Flower's state.
+    X_clients : list of ndarray of shape (n_samples_l, n_features)
+        One matrix per client, written to ``workdir/client<i>.npy``.
+    port : int, default=29500
+        SuperLink port; SuperNode ``i`` uses ``port + 1 + i``.
+    bin_dir : str, default=None
+        Directory of the Flower command-line tools (default: next to this Python).
+    """
+
+    def __init__(self, workdir, X_clients, *, port: int = 29500, bin_dir: str | None = None):
+        import shutil
+        import subprocess  # noqa: F401  (used by the methods)
+
+        self.workdir = Path(workdir)
+        self.bin_dir = Path(bin_dir) if bin_dir else Path(os.path.dirname(os.path.abspath(sys.executable)))
+        for tool in ("flower-superlink", "flower-supernode", "flwr"):
+            if not (self.bin_dir / tool).exists() and shutil.which(tool) is None:
+                raise ImportError(f"{tool} not found in {self.bin_dir}: {FLWR_MISSING}")
+        self.port = int(port)
+        self.n_clients = len(X_clients)
+        home = self.workdir / "flwr-home"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "fastfc"\n[superlink.fastfc]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
+        )
+        self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+                    "PATH": str(self.bin_dir) + os.pathsep + os.environ.get("PATH", "")}
+        self.procs: dict = {}
+        for i, X in enumerate(X_clients):
+            np.save(self.workdir / f"client{i}.npy", np.asarray(X))
+        try:
+            self._start("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port",
+                                      str(self.port), "--database", str(self.workdir / "superlink.db"),
+                                      "--disable-runtime-dependency-installation"])
+            for i in range(self.n_clients):
+                cfg = (f'data-path="{self.workdir}/client{i}.npy" client-index={i} '
+                       f'labels-path="{self.workdir}/labels{i}.npy" state-dir="{self.workdir}/state{i}"')
+                self._start(f"supernode{i}", ["flower-supernode", "--insecure", "--superlink",
+                                              f"127.0.0.1:{self.port}", "--host", "127.0.0.1",
+                                              "--port", str(self.port + 1 + i), "--node-config", cfg])
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, name: str, argv: list[str]) -> None:
+        import subprocess
+
+        log = open(self.workdir / f"{name}.log", "w")
+        self.procs[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def flwr(self, *args: str) -> dict:
+        """Run ``flwr ARGS --format json`` against this federation; the parsed JSON."""
+        import subprocess
+
+        out = subprocess.run([str(self.bin_dir / "flwr"), *args, "--format", "json"], env=self.env,
+                             capture_output=True, text=True, timeout=120)
+        try:
+            return json.loads(out.stdout)
+        except json.JSONDecodeError:
+            return {"success": False, "error-message": (out.stdout + out.stderr).strip()}
+
+    def wait_online(self, n: int | None = None, timeout: float = 60.0) -> None:
+        """Wait until ``n`` (default all) SuperNodes are online."""
+        n = self.n_clients if n is None else n
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            res = self.flwr("supernode", "list", "fastfc")
+            if res.get("success") and sum(x.get("status") == "online" for x in res.get("nodes", [])) >= n:
+                return
+            time.sleep(0.5)
+        raise FederationError(f"fewer than {n} SuperNodes came online within {timeout:g} s "
+                              f"(logs in {self.workdir})")
+
+    def stop(self, name: str) -> None:
+        """Stop one process (``"superlink"`` or ``"supernode<i>"``) with SIGTERM."""
+        import signal
+        import subprocess
+
+        p = self.procs.get(name)
+        if p is not None and p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+    def run(self, app_dir, run_config: dict, *, timeout: float = 600.0) -> tuple[str, str]:
+        """Submit the app with ``run_config`` overrides and wait: ``(status, details)``."""
+        items = []
+        for key, value in run_config.items():
+            if isinstance(value, dict):
+                value = json.dumps(value, separators=(",", ":"))
+            items.append(f"{key}='{value}'" if isinstance(value, str) else f"{key}={value}")
+        res = self.flwr("run", str(app_dir), "fastfc", "--run-config", " ".join(items))
+        if not res.get("success"):
+            raise FederationError(f"flwr run failed: {res.get('error-message', res)}")
+        run_id = str(res["run-id"])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.flwr("ls", "fastfc", "--run-id", run_id)
+            if st.get("success") and st["runs"] and str(st["runs"][0]["status"]).startswith("finished:"):
+                return str(st["runs"][0]["status"]), str(st["runs"][0].get("status-details", ""))
+            time.sleep(0.5)
+        raise FederationError(f"run {run_id} did not finish within {timeout:g} s")
+
+    def labels(self) -> list[np.ndarray | None]:
+        """The labels each client wrote locally (None where a client wrote none)."""
+        out = []
+        for i in range(self.n_clients):
+            path = self.workdir / f"labels{i}.npy"
+            out.append(np.load(path, allow_pickle=False) if path.exists() else None)
+        return out
+
+    def close(self) -> None:
+        """Stop every process (SuperNodes first)."""
+        for name in list(self.procs)[::-1]:
+            self.stop(name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 # --------------------------------------------------------------- Flower glue
