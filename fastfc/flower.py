@@ -508,14 +508,20 @@ def _task_from_config(cfg) -> dict:
     }
 
 
-def make_client_app():
+def make_client_app(mods: list | None = None):
     """The Flower ClientApp that answers fastfc tasks from this SuperNode's own data.
 
     Node config: ``data-path`` (required), ``client-index`` (required),
     ``state-dir`` and ``labels-path`` (optional).
+
+    Parameters
+    ----------
+    mods : list of Flower mods, default=None
+        App-wide Flower mods (``mod(msg, context, call_next) -> Message``), e.g.
+        for logging or message-size limits.
     """
     Array, ArrayRecord, ConfigRecord, FlwrMessage, RecordDict, ClientApp, _ = _import_flwr()
-    app = ClientApp()
+    app = ClientApp(mods=mods or [])
 
     @app.query()
     def _answer(msg, context):

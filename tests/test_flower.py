@@ -70,3 +70,39 @@ def test_stopped_supernode_is_reported_missing(federation):
                               "wait-timeout": 5.0, "on-missing": "fail"})
     assert status == "finished:failed"
     assert "SuperNodes connected" in json.loads(report2.read_text())["error"]
+
+
+BAD_CLIENT = '''\
+"""fastfc's ClientApp with a Flower mod that flips one byte of client 2's summary."""
+from flwr.app import Array, ArrayRecord
+
+import fastfc.flower as ff
+
+
+def tamper(msg, context, call_next):
+    reply = call_next(msg, context)
+    if int(context.node_config["client-index"]) == 2 and "fastfc" in reply.content:
+        arr = reply.content["fastfc"]["msg"].numpy().copy()
+        arr[-3] ^= 0xFF
+        reply.content["fastfc"] = ArrayRecord({"msg": Array(arr)})
+    return reply
+
+
+app = ff.make_client_app(mods=[tamper])
+'''
+
+
+def test_tampered_summary_from_a_real_node_is_rejected(federation, tmp_path):
+    fed, app, X_clients = federation
+    bad = tmp_path / "badapp"
+    write_app_project(bad, n_clients=3, min_clients=2)
+    (bad / "badclient.py").write_text(BAD_CLIENT)
+    text = (bad / "pyproject.toml").read_text().replace('"fastfc.flower:client_app"', '"badclient:app"')
+    (bad / "pyproject.toml").write_text(text.replace("py-modules = []", 'py-modules = ["badclient"]'))
+    fed.wait_online()
+    report = fed.workdir / "report-bad.json"
+    status, details = fed.run(bad, {"method": "kfed", "params": {"n_clusters": 4}, "report-path": str(report)})
+    assert status == "finished:completed", details
+    rep = json.loads(report.read_text())
+    assert rep["missing_clients"] == [2]
+    assert "malformed summary rejected" in rep["missing"][0]["reason"] and "digest" in rep["missing"][0]["reason"]
