@@ -585,6 +585,7 @@ def make_server_app():
                 out_msgs.append(FlwrMessage(content=rd, dst_node_id=int(node), message_type=MESSAGE_TYPE))
             sent = {m.metadata.message_id: str(m.metadata.dst_node_id) for m in out_msgs}
             result: dict = {}
+            t_send = time.monotonic()
             for rep in grid.send_and_receive(out_msgs, timeout=reply_timeout):
                 node = sent.get(rep.metadata.reply_to_message_id, str(rep.metadata.src_node_id))
                 if rep.has_error():
@@ -597,8 +598,11 @@ def make_server_app():
                     result[node] = ClientFailure(node, f"malformed reply rejected: {exc}")
                     continue
                 result[node] = (header, payload)
+            waited = time.monotonic() - t_send
+            why = (f"no reply within {reply_timeout:g} s" if waited >= reply_timeout
+                   else f"no reply: the SuperNode left after {waited:.0f} s without answering")
             for node in payloads:
-                result.setdefault(node, ClientFailure(node, f"no reply within {reply_timeout:g} s"))
+                result.setdefault(node, ClientFailure(node, why))
             return result
 
         missing_nodes = []

@@ -106,3 +106,56 @@ def test_tampered_summary_from_a_real_node_is_rejected(federation, tmp_path):
     rep = json.loads(report.read_text())
     assert rep["missing_clients"] == [2]
     assert "malformed summary rejected" in rep["missing"][0]["reason"] and "digest" in rep["missing"][0]["reason"]
+
+
+SLOW_CLIENT = '''\
+"""fastfc's ClientApp with a mod that makes client 1 announce itself and then hang."""
+import time
+from pathlib import Path
+
+import fastfc.flower as ff
+
+
+def hang(msg, context, call_next):
+    if int(context.node_config["client-index"]) == 1:
+        Path(str(context.node_config["data-path"]) + ".answering").touch()
+        time.sleep(600)
+    return call_next(msg, context)
+
+
+app = ff.make_client_app(mods=[hang])
+'''
+
+
+def test_supernode_stopped_while_answering_is_reported_missing(federation, tmp_path):
+    import threading
+    import time
+
+    fed, app, X_clients = federation
+    slow = tmp_path / "slowapp"
+    write_app_project(slow, n_clients=3, min_clients=2)
+    (slow / "slowclient.py").write_text(SLOW_CLIENT)
+    text = (slow / "pyproject.toml").read_text().replace('"fastfc.flower:client_app"', '"slowclient:app"')
+    (slow / "pyproject.toml").write_text(text.replace("py-modules = []", 'py-modules = ["slowclient"]'))
+    fed.wait_online()
+    marker = fed.workdir / "client1.npy.answering"
+
+    def stop_when_answering():
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        fed.stop("supernode1")
+
+    killer = threading.Thread(target=stop_when_answering)
+    killer.start()
+    report = fed.workdir / "report-died.json"
+    status, details = fed.run(slow, {"method": "kfed", "params": {"n_clusters": 4}, "report-path": str(report),
+                                     "reply-timeout": 90.0})
+    killer.join()
+    assert marker.exists(), "client 1 never started answering"
+    assert status == "finished:completed", details
+    rep = json.loads(report.read_text())
+    assert rep["missing_clients"] == [1]
+    assert "left" in rep["missing"][0]["reason"] or "unavailable" in rep["missing"][0]["reason"].lower()
+    labels = fed.labels()
+    assert labels[0] is not None and labels[1] is None and labels[2] is not None
