@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fastfc._validation import check_client_data
 from fastfc._kernels._cpl import (
     cpl_compact_live,
     cpl_feature_weights,
@@ -76,17 +77,7 @@ def candidate_count(ratio: float, n: int) -> int:
 
 
 def _check_data(X) -> np.ndarray:
-    X = np.asarray(X)
-    if X.dtype.kind not in "fiub":
-        raise TypeError(f"X must be numeric, got dtype {X.dtype}")
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-    if X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"X must have at least one row and one column, got shape {X.shape}")
-    if not np.isfinite(X).all():
-        raise ValueError("X contains NaN or infinity")
-    return X
+    return check_client_data(X, dtype=(np.float64,))
 
 
 def _check_params(eta, max_passes, semantics, eps) -> None:

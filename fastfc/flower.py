@@ -373,7 +373,6 @@ class LocalFederation:
 
     def __init__(self, workdir, X_clients, *, port: int = 29500, bin_dir: str | None = None):
         import shutil
-        import subprocess  # noqa: F401  (used by the methods)
 
         self.workdir = Path(workdir)
         self.bin_dir = Path(bin_dir) if bin_dir else Path(os.path.dirname(os.path.abspath(sys.executable)))

@@ -43,12 +43,25 @@ def test_cpl_matches_reference_on_published_clients(split, semantics):
     assert got.n_clusters == k_out
 
 
-def test_objective_matches_reference():
-    rng = np.random.default_rng(3)
-    X = _blobs(rng, 60, 3, 3)
-    res = cpl(X, 30, seeds=rng.permutation(60)[:30])
-    # objective with the final weights; recompute naively with uniform weights as a bound check
-    assert 0.0 <= res.objective <= X.shape[0]
+@pytest.mark.parametrize("case", range(5))
+def test_objective_kernel_matches_reference(case):
+    """GOLD's CPL objective (log-sum-exp kernel) against the naive linear-domain formula."""
+    from fastfc._kernels._cpl import cpl_objective
+
+    rng = np.random.default_rng(400 + case)
+    n, d, k = 50, int(rng.integers(1, 10)), int(rng.integers(2, 6))
+    X = _blobs(rng, n, d, k)
+    y = rng.integers(k, size=n).astype(np.int64)
+    C = rng.normal(size=(k, d))
+    Mw = rng.random((k, d))
+    Mw /= Mw.sum(1, keepdims=True)
+    usable = np.ones(k, dtype=np.uint8)
+    got = cpl_objective(X, y, C, Mw, usable, np.arange(k, dtype=np.int64))
+    assert got == pytest.approx(R.reference_objective(X, y, C, Mw), rel=1e-12)
+
+
+def test_single_cluster_objective_is_n():
+    X = _blobs(np.random.default_rng(3), 60, 3, 3)
     one = cpl(X, 1, seeds=[0])
     assert one.n_clusters == 1 and one.objective == pytest.approx(60.0)
 
@@ -238,3 +251,15 @@ def test_distance_sums_follow_numpy_order_bit_for_bit(d):
     got = both(X, C, Mw)
     np.testing.assert_array_equal(got[0], ref)
     np.testing.assert_array_equal(got[1], ref)
+
+
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+def test_cpl_matches_reference_above_128_features(semantics):
+    """d > 128 takes the general pairwise-order distance path of the CPL pass."""
+    rng = np.random.default_rng(77)
+    X = _blobs(rng, 40, 140, 3, spread=1.0)
+    seeds = rng.permutation(40)[:20]
+    got = cpl(X, 20, seeds=seeds, semantics=semantics)
+    _, labels, k_out, passes = R.reference_cpl(X, 20, seeds, semantics=semantics)
+    np.testing.assert_array_equal(got.labels, labels)
+    assert got.n_clusters == k_out and got.n_passes == passes

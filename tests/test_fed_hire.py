@@ -159,13 +159,14 @@ def test_inputs_not_modified():
         np.testing.assert_array_equal(x, c)
 
 
-def test_gold_tolerance_runs_more_stages_or_equal():
+def test_gold_without_tolerance_is_fed_hire_and_with_it_keeps_a_valid_hierarchy():
     X_clients, _ = load_split("US")
     a = GOLD(n_clusters=4, random_state=0).fit_clients(X_clients)
     b = FedHIRE(n_clusters=4, random_state=0).fit_clients(X_clients)
     np.testing.assert_array_equal(a.labels_, b.labels_)  # mcpl_tol=None is Fed-HIRE's rule
     c = GOLD(n_clusters=4, random_state=0, mcpl_tol=1e-6).fit_clients(X_clients)
     assert c.labels_.shape == a.labels_.shape
+    assert (np.diff(c.level_sizes_) < 0).all() and 1 <= c.n_clusters_ <= 4
 
 
 def _reference_means(split):

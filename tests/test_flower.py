@@ -72,6 +72,15 @@ def test_stopped_supernode_is_reported_missing(federation):
     assert "SuperNodes connected" in json.loads(report2.read_text())["error"]
 
 
+def _app_with_client(directory, module, source):
+    """fastfc's app project whose ClientApp is ``module:app`` (shipped in the app's FAB)."""
+    write_app_project(directory, n_clients=3, min_clients=2)
+    (directory / f"{module}.py").write_text(source)
+    text = (directory / "pyproject.toml").read_text().replace('"fastfc.flower:client_app"', f'"{module}:app"')
+    (directory / "pyproject.toml").write_text(text.replace("py-modules = []", f'py-modules = ["{module}"]'))
+    return directory
+
+
 BAD_CLIENT = '''\
 """fastfc's ClientApp with a Flower mod that flips one byte of client 2's summary."""
 from flwr.app import Array, ArrayRecord
@@ -94,11 +103,7 @@ app = ff.make_client_app(mods=[tamper])
 
 def test_tampered_summary_from_a_real_node_is_rejected(federation, tmp_path):
     fed, app, X_clients = federation
-    bad = tmp_path / "badapp"
-    write_app_project(bad, n_clients=3, min_clients=2)
-    (bad / "badclient.py").write_text(BAD_CLIENT)
-    text = (bad / "pyproject.toml").read_text().replace('"fastfc.flower:client_app"', '"badclient:app"')
-    (bad / "pyproject.toml").write_text(text.replace("py-modules = []", 'py-modules = ["badclient"]'))
+    bad = _app_with_client(tmp_path / "badapp", "badclient", BAD_CLIENT)
     fed.wait_online()
     report = fed.workdir / "report-bad.json"
     status, details = fed.run(bad, {"method": "kfed", "params": {"n_clusters": 4}, "report-path": str(report)})
@@ -132,11 +137,7 @@ def test_supernode_stopped_while_answering_is_reported_missing(federation, tmp_p
     import time
 
     fed, app, X_clients = federation
-    slow = tmp_path / "slowapp"
-    write_app_project(slow, n_clients=3, min_clients=2)
-    (slow / "slowclient.py").write_text(SLOW_CLIENT)
-    text = (slow / "pyproject.toml").read_text().replace('"fastfc.flower:client_app"', '"slowclient:app"')
-    (slow / "pyproject.toml").write_text(text.replace("py-modules = []", 'py-modules = ["slowclient"]'))
+    slow = _app_with_client(tmp_path / "slowapp", "slowclient", SLOW_CLIENT)
     fed.wait_online()
     marker = fed.workdir / "client1.npy.answering"
 

@@ -335,19 +335,13 @@ def _sq_dist_buf(X, i, C, Mw, j, tmp, stk, stv):
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _live_dists(X, i, C, Mw, live_idx, n_live, out, tmp, stk, stv):
-    """``out[t] = D`` of row ``i`` to candidate ``live_idx[t]``, for ``t < n_live``.
+    """``out[t] = D`` of row ``i`` to candidate ``live_idx[t]``, for ``t < n_live``, any d.
 
-    One call per sample, so the candidate loop is a small function that compiles to tight
-    vectorised code (see :func:`_sq_dist_buf`). Two copies of the loop: one with the
-    plain NumPy leaf (d <= 128), one with the general pairwise order.
+    Used for d > 128 (below, :func:`_live_dists_t` is faster). One call per sample, so the
+    candidate loop is a small function with no call inside it (see :func:`_sq_dist_buf`).
     """
-    d = X.shape[1]
-    if d <= 128:
-        for t in range(n_live):
-            out[t] = _pw_leaf(X, i, C, Mw, live_idx[t], 0, d)
-    else:
-        for t in range(n_live):
-            out[t] = _sq_dist_buf(X, i, C, Mw, live_idx[t], tmp, stk, stv)
+    for t in range(n_live):
+        out[t] = _sq_dist_buf(X, i, C, Mw, live_idx[t], tmp, stk, stv)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")

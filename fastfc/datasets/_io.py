@@ -231,6 +231,17 @@ def _read(archive: Any, key: str, path: str) -> np.ndarray:
         raise
 
 
+def _check_client_matrix(X: np.ndarray, what: str) -> np.ndarray:
+    """One client's matrix of a client file: numeric, 2-D, at least one row."""
+    if X.dtype.kind not in "fiub":
+        raise ValueError(f"{what} has non-numeric dtype {X.dtype}")
+    if X.ndim != 2:
+        raise ValueError(f"{what} must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"{what} is empty (0 rows); every client needs at least one row")
+    return X
+
+
 def load_client_npz(path: str | os.PathLike) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """Read per-client data from an ``.npz`` archive.
 
@@ -299,13 +310,7 @@ def load_client_npz(path: str | os.PathLike) -> tuple[list[np.ndarray], list[np.
                 )
         X_clients: list[np.ndarray] = []
         for i in x_idx:
-            X = _read(archive, f"X{i}", path)
-            if X.dtype.kind not in "fiub":
-                raise ValueError(f"X{i} in {path!r} has non-numeric dtype {X.dtype}")
-            if X.ndim != 2:
-                raise ValueError(f"X{i} in {path!r} must be 2-D (n_samples, n_features), got shape {X.shape}")
-            if X.shape[0] == 0:
-                raise ValueError(f"X{i} in {path!r} is empty (0 rows); every client needs at least one row")
+            X = _check_client_matrix(_read(archive, f"X{i}", path), f"X{i} in {path!r}")
             dt = np.float32 if X.dtype == np.float32 else np.float64
             X_clients.append(np.ascontiguousarray(X, dtype=dt))
         widths = [X.shape[1] for X in X_clients]
@@ -369,14 +374,7 @@ def save_client_npz(
         raise ValueError("X_clients is empty; at least one client is required")
     arrays: dict[str, np.ndarray] = {}
     for i, X in enumerate(X_list):
-        X = np.asarray(X)
-        if X.dtype.kind not in "fiub":
-            raise ValueError(f"client {i} data has non-numeric dtype {X.dtype}")
-        if X.ndim != 2:
-            raise ValueError(f"client {i} data must be 2-D (n_samples, n_features), got shape {X.shape}")
-        if X.shape[0] == 0:
-            raise ValueError(f"client {i} is empty (0 rows); every client needs at least one row")
-        arrays[f"X{i}"] = X
+        arrays[f"X{i}"] = _check_client_matrix(np.asarray(X), f"client {i} data")
     widths = [arrays[f"X{i}"].shape[1] for i in range(len(X_list))]
     if len(set(widths)) > 1:
         detail = ", ".join(f"client {i}: {w}" for i, w in enumerate(widths))

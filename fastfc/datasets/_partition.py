@@ -584,14 +584,9 @@ def partition_non_icd(
     """
     if X is None:
         raise ValueError("the non-icd split needs the data X (its Step 3 runs k-means inside each class)")
-    X = np.asarray(X)
-    if X.dtype.kind not in "fiub":
-        raise TypeError(f"X must be numeric, got dtype {X.dtype}")
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinite values")
+    from .._validation import check_client_data
+
+    X = check_client_data(X, dtype=(np.float64,))
     codes, n_classes = _check_labels(y)
     if X.shape[0] != codes.size:
         raise ValueError(f"X has {X.shape[0]} rows but y has {codes.size} labels; they must match")
