@@ -190,3 +190,28 @@ def test_quality_matches_authors_code_on_small_splits(split, semantics):
     ref = _reference_means(split)
     for m in ("ari", "nmi"):
         assert np.mean([s[m] for s in scores]) >= ref[m] - 0.02
+
+
+def test_auto_candidate_cap_rule():
+    """The robust default: the published 0.5 n candidates up to 1448 rows, then a work budget."""
+    from fastfc.fed_hire import auto_candidate_cap
+
+    assert auto_candidate_cap(1) == 1 << 20
+    assert auto_candidate_cap(1448) == 724  # round(0.5 * 1448) fits: uncapped
+    assert auto_candidate_cap(1449) == 723  # the first size that is capped (0.5 n = 724.5)
+    assert auto_candidate_cap(2048) == 512
+    assert auto_candidate_cap(2731) == 384  # floor reached
+    assert auto_candidate_cap(100_000) == 384
+
+
+@pytest.mark.parametrize("n_rows,explicit", [(900, None), (3000, 384)])
+def test_auto_candidate_cap_is_what_the_client_uses(n_rows, explicit):
+    """``max_candidates="auto"`` fits exactly as the explicit cap of the rule for that client size."""
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.normal(size=(n_rows // 2, 3)), rng.normal(loc=6.0, size=(n_rows - n_rows // 2, 3))])
+    auto = FedHIRE(n_clusters=2, random_state=0).fit_clients([X])
+    fixed = FedHIRE(n_clusters=2, random_state=0, max_candidates=explicit).fit_clients([X])
+    other = FedHIRE(n_clusters=2, random_state=0, max_candidates=200).fit_clients([X])
+    assert np.array_equal(auto.client_granular_labels_[0], fixed.client_granular_labels_[0])
+    # the cap matters on this client, so the equality above is informative
+    assert not np.array_equal(auto.client_granular_labels_[0], other.client_granular_labels_[0])

@@ -452,6 +452,40 @@ def _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan):
 # --------------------------------------------------------------------------------------------
 # CPL: one pass over the samples
 # --------------------------------------------------------------------------------------------
+#: samples between two refreshes of the score bounds of every listed candidate in
+#: :func:`cpl_pass` (the bounds stay valid for that many increments of ``W``)
+_BOUND_BLOCK = 64
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _build_tpos(k, live_idx, n_live, tpos):
+    """``tpos[j]`` = position of candidate ``j`` in ``live_idx`` (``-1`` when not listed)."""
+    for j in range(k):
+        tpos[j] = -1
+    for t in range(n_live):
+        tpos[live_idx[t]] = t
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU):
+    """Bounds of the score offsets ``log(1 - wins_j / W') + log w_j`` for ``W <= W' <= Wend``.
+
+    ``log(1 - x)`` lies in ``[-x / (1 - x), -x]`` and both ends increase with ``W'``, so
+    ``BL[t] = log w_j - wins_j / (W - wins_j)`` is a lower and ``BU[t] = log w_j - wins_j /
+    Wend`` an upper bound while ``wins_j`` and ``log w_j`` do not change; ``-inf`` for a
+    listed candidate that is dead.
+    """
+    for t in range(n_live):
+        j = live_idx[t]
+        if live[j] != 0:
+            wj = wins[j]
+            BL[t] = logw[j] - wj / (W - wj)
+            BU[t] = logw[j] - wj / Wend
+        else:
+            BL[t] = -np.inf
+            BU[t] = -np.inf
+
+
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
              wnan, eta, reference):
@@ -488,22 +522,25 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     ``log shat_j = (log(1 - wins_j / W) + log w_j) - D_j / 2`` (the per-sample normalisation
     of the similarities cancels in the winner, the rival and the penalty ratio). A first
     scan computes the weighted distances ``D_j`` (summed in NumPy's pairwise order, see
-    :func:`_sq_dist`) and cheap bounds of every score from ``-x/(1-x) <= log(1-x) <= -x``;
-    the logarithm is then taken only for the candidates that can still be winner or rival.
-    Best and second best come from one scan, ties to the lowest index. Cost
-    ``O(k_live d)`` per sample at most; no ``n x k`` matrix, no sort.
+    :func:`_sq_dist`) and, from per-candidate bounds of ``log(1 - wins_j / W) + log w_j``
+    that stay valid over a block of samples (:func:`_refresh_bounds`; refreshed every
+    ``_BOUND_BLOCK`` samples and at once for the winner and the rival), the second-largest
+    lower bound ``lo2`` of the scores: two candidates score at least ``lo2``. The logarithm
+    is then taken only for the candidates whose upper bound reaches ``lo2`` (relative margins
+    absorb rounding): the winner and rival are exactly those of the full scan. Best and second
+    best come from one scan, ties to the lowest index. Cost ``O(k_live d)`` per sample at
+    most, with no division or logarithm per candidate; no ``n x k`` matrix, no sort.
     """
     n, d = X.shape
     W = wins_sum
     changed = False
     k = cnt.shape[0]
-    cand_j = np.empty(k, dtype=np.int64)
-    cand_p = np.empty(k)
-    cand_d = np.empty(k)
     tmp = np.empty(d)
     dist = np.empty(k)
     stk = np.empty((3, 64), dtype=np.int64)
     stv = np.empty(64)
+    BL = np.empty(k)
+    BU = np.empty(k)
     # transposed copies of the listed candidates (d <= 128): distances vectorise across them
     small = d <= 128
     CT = np.empty((d, k))
@@ -512,52 +549,46 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     acc = np.empty((8, k))
     if small:
         _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
+    else:
+        _build_tpos(k, live_idx, n_live, tpos)
+    Wend = W
     for i in range(n):
+        if i % _BOUND_BLOCK == 0:
+            Wend = W + _BOUND_BLOCK
+            _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU)
         best = -np.inf
         second = -np.inf
         bi = -1
         si = -1
         dbest = 0.0
         yi = y[i]
-        # Phase 1: weighted distances of the live candidates, without logarithms. With
-        # x_j = wins_j / W, log(1 - x_j) lies in [-x_j / (1 - x_j), -x_j], so each candidate's
-        # score log(1 - x_j) + log w_j - D_j / 2 has a cheap lower and upper bound. lo2 is the
-        # second-largest lower bound: two candidates score at least lo2, so a candidate whose
-        # upper bound is below lo2 (relative margins absorb rounding) can be neither winner
-        # nor rival, and its logarithm is never taken.
-        nc = 0
-        lo1 = -np.inf
-        lo2 = -np.inf
+        # Phase 1: weighted distances of the listed candidates and the two largest lower
+        # bounds of their scores (dead candidates have -inf bounds).
         if small:
             _live_dists_t(X, i, CT, MwT, n_live, acc, dist)
         else:
             _live_dists(X, i, C, Mw, live_idx, n_live, dist, tmp, stk, stv)
+        lo1 = -np.inf
+        lo2 = -np.inf
         for t in range(n_live):
+            lo = BL[t] - 0.5 * dist[t]
+            if lo > lo2:
+                if lo > lo1:
+                    lo2 = lo1
+                    lo1 = lo
+                else:
+                    lo2 = lo
+        # Phase 2: exact scores (as the reference computes them) of the candidates whose
+        # upper bound reaches lo2; ties to the lowest index whatever the scan order.
+        for t in range(n_live):
+            hi = BU[t] - 0.5 * dist[t]
+            if hi < lo2 - 1e-9 * (abs(hi) + abs(lo2)) - 1e-12:
+                continue
             j = live_idx[t]
             if live[j] == 0:
                 continue
-            x = wins[j] / W
             D = dist[t]
-            pj = logw[j] - 0.5 * D
-            cand_j[nc] = j
-            cand_p[nc] = pj
-            cand_d[nc] = D
-            nc += 1
-            lo = pj - x / (1.0 - x)
-            if lo > lo1:
-                lo2 = lo1
-                lo1 = lo
-            elif lo > lo2:
-                lo2 = lo
-        # Phase 2: exact scores (as the reference computes them) of the candidates that can
-        # still be winner or rival; ties to the lowest index whatever the scan order.
-        for c in range(nc):
-            j = cand_j[c]
-            x = wins[j] / W
-            if cand_p[c] - x < lo2 - 1e-9 * (abs(cand_p[c]) + abs(lo2)) - 1e-12:
-                continue
-            D = cand_d[c]
-            sc = (math.log(1.0 - x) + logw[j]) - 0.5 * D
+            sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * D
             if sc > best or (sc == best and j < bi):
                 second = best
                 si = bi
@@ -568,6 +599,7 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                 second = sc
                 si = j
 
+        r = -1
         if reference != 0 and (bi < 0 or math.exp(-0.5 * dbest) == 0.0):
             v, r, ratio = _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan)
             theta[v] += eta
@@ -583,10 +615,28 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
             theta[v] += eta
             logw[v] = log_sigmoid_weight(theta[v])
             if si >= 0:
-                theta[si] -= eta * math.exp(second - best)
-                logw[si] = log_sigmoid_weight(theta[si])
+                r = si
+                theta[r] -= eta * math.exp(second - best)
+                logw[r] = log_sigmoid_weight(theta[r])
         wins[v] += 1.0
         W += 1.0
+        # the winner's wins and both weights changed: their bounds again, valid from this W
+        if r >= 0 and tpos[r] >= 0:
+            pr = tpos[r]
+            if live[r] != 0:
+                BL[pr] = logw[r] - wins[r] / (W - wins[r])
+                BU[pr] = logw[r] - wins[r] / Wend
+            else:
+                BL[pr] = -np.inf
+                BU[pr] = -np.inf
+        if tpos[v] >= 0:
+            pv = tpos[v]
+            if live[v] != 0:
+                BL[pv] = logw[v] - wins[v] / (W - wins[v])
+                BU[pv] = logw[v] - wins[v] / Wend
+            else:
+                BL[pv] = -np.inf
+                BU[pv] = -np.inf
 
         if yi != v:
             cnt[v] += 1
@@ -613,6 +663,9 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                     for z in range(d):
                         S[yi, z] -= X[i, z]
                     live[yi] = 0  # empty: dead at once
+                    if tpos[yi] >= 0:
+                        BL[tpos[yi]] = -np.inf
+                        BU[tpos[yi]] = -np.inf
             y[i] = v
             changed = True
             if reference != 0 and live[v] == 0 and wnan[v] == 0 and theta[v] == theta[v]:
@@ -628,6 +681,9 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                     n_live += 1
                     if small:
                         _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
+                    else:
+                        _build_tpos(k, live_idx, n_live, tpos)
+                _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU)
     return changed, n_live
 
 
