@@ -253,6 +253,42 @@ def test_distance_sums_follow_numpy_order_bit_for_bit(d):
     np.testing.assert_array_equal(got[1], ref)
 
 
+@pytest.mark.parametrize("d", [1, 5, 7, 8, 10, 13, 15, 16, 17, 23, 24, 31, 64, 128])
+def test_transposed_live_distances_follow_numpy_order_bit_for_bit(d):
+    """The candidate-vectorised kernel (d <= 128: register paths below 24 features, the
+    accumulator array above) gives exactly np.sum(Mw * (x - c) ** 2), listed candidates only."""
+    from fastfc._kernels._cpl import _build_live_t, _live_dists_t
+    import numba
+
+    @numba.njit
+    def dists(X, C, Mw, live_idx):
+        k, d = C.shape
+        n_live = live_idx.shape[0]
+        CT = np.empty((d, k))
+        MwT = np.empty((d, k))
+        tpos = np.empty(k, dtype=np.int64)
+        acc = np.empty((8, k))
+        out = np.empty((X.shape[0], n_live))
+        buf = np.empty(k)
+        _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
+        for i in range(X.shape[0]):
+            _live_dists_t(X, i, CT, MwT, n_live, acc, buf)
+            out[i] = buf[:n_live]
+        return out, tpos
+
+    rng = np.random.default_rng(1000 + d)
+    X = rng.normal(size=(5, d)) * 10 ** rng.uniform(-3, 3, size=d)
+    C = rng.normal(size=(37, d))
+    Mw = rng.random((37, d))
+    live_idx = np.sort(rng.choice(37, size=23, replace=False)).astype(np.int64)
+    got, tpos = dists(X, C, Mw, live_idx)
+    ref = np.stack([np.sum(Mw[live_idx] * (x - C[live_idx]) ** 2, axis=1) for x in X])
+    np.testing.assert_array_equal(got, ref)
+    expected_tpos = np.full(37, -1)
+    expected_tpos[live_idx] = np.arange(23)
+    np.testing.assert_array_equal(tpos, expected_tpos)
+
+
 @pytest.mark.parametrize("semantics", ["robust", "reference"])
 def test_cpl_matches_reference_above_128_features(semantics):
     """d > 128 takes the general pairwise-order distance path of the CPL pass."""

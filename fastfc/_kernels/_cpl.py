@@ -378,12 +378,77 @@ def _live_dists_t(X, i, CT, MwT, n_live, acc, out):
                 diff = xz - CT[z, t]
                 out[t] += MwT[z, t] * (diff * diff)
         return
+    m = d - d % 8
+    if m <= 16:
+        # 8 <= d < 24: the eight accumulators stay in registers (no round trip through acc)
+        x0 = X[i, 0]
+        x1 = X[i, 1]
+        x2 = X[i, 2]
+        x3 = X[i, 3]
+        x4 = X[i, 4]
+        x5 = X[i, 5]
+        x6 = X[i, 6]
+        x7 = X[i, 7]
+        if m == 8:
+            for t in range(n_live):
+                a0 = x0 - CT[0, t]
+                a1 = x1 - CT[1, t]
+                a2 = x2 - CT[2, t]
+                a3 = x3 - CT[3, t]
+                a4 = x4 - CT[4, t]
+                a5 = x5 - CT[5, t]
+                a6 = x6 - CT[6, t]
+                a7 = x7 - CT[7, t]
+                out[t] = (((MwT[0, t] * (a0 * a0)) + (MwT[1, t] * (a1 * a1)))
+                          + ((MwT[2, t] * (a2 * a2)) + (MwT[3, t] * (a3 * a3)))) + (
+                          ((MwT[4, t] * (a4 * a4)) + (MwT[5, t] * (a5 * a5)))
+                          + ((MwT[6, t] * (a6 * a6)) + (MwT[7, t] * (a7 * a7))))
+        else:
+            y0 = X[i, 8]
+            y1 = X[i, 9]
+            y2 = X[i, 10]
+            y3 = X[i, 11]
+            y4 = X[i, 12]
+            y5 = X[i, 13]
+            y6 = X[i, 14]
+            y7 = X[i, 15]
+            for t in range(n_live):
+                a0 = x0 - CT[0, t]
+                a1 = x1 - CT[1, t]
+                a2 = x2 - CT[2, t]
+                a3 = x3 - CT[3, t]
+                a4 = x4 - CT[4, t]
+                a5 = x5 - CT[5, t]
+                a6 = x6 - CT[6, t]
+                a7 = x7 - CT[7, t]
+                b0 = y0 - CT[8, t]
+                b1 = y1 - CT[9, t]
+                b2 = y2 - CT[10, t]
+                b3 = y3 - CT[11, t]
+                b4 = y4 - CT[12, t]
+                b5 = y5 - CT[13, t]
+                b6 = y6 - CT[14, t]
+                b7 = y7 - CT[15, t]
+                s0 = MwT[0, t] * (a0 * a0) + MwT[8, t] * (b0 * b0)
+                s1 = MwT[1, t] * (a1 * a1) + MwT[9, t] * (b1 * b1)
+                s2 = MwT[2, t] * (a2 * a2) + MwT[10, t] * (b2 * b2)
+                s3 = MwT[3, t] * (a3 * a3) + MwT[11, t] * (b3 * b3)
+                s4 = MwT[4, t] * (a4 * a4) + MwT[12, t] * (b4 * b4)
+                s5 = MwT[5, t] * (a5 * a5) + MwT[13, t] * (b5 * b5)
+                s6 = MwT[6, t] * (a6 * a6) + MwT[14, t] * (b6 * b6)
+                s7 = MwT[7, t] * (a7 * a7) + MwT[15, t] * (b7 * b7)
+                out[t] = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+        for z in range(m, d):
+            xz = X[i, z]
+            for t in range(n_live):
+                diff = xz - CT[z, t]
+                out[t] += MwT[z, t] * (diff * diff)
+        return
     for b in range(8):
         xz = X[i, b]
         for t in range(n_live):
             diff = xz - CT[b, t]
             acc[b, t] = MwT[b, t] * (diff * diff)
-    m = d - d % 8
     for z in range(8, m):
         b = z % 8
         xz = X[i, z]
