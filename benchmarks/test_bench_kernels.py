@@ -8,7 +8,7 @@ from sklearn.metrics import pairwise_distances_argmin
 
 from fastfc._assign import assign_nearest
 
-SHAPES = [(100_000, 16, 10), (100_000, 100, 10), (100_000, 2, 15), (100_000, 36, 50)]
+SHAPES = [(100_000, 16, 10), (100_000, 100, 10), (100_000, 2, 15), (100_000, 36, 50), (100_000, 64, 64)]
 
 
 @pytest.fixture(scope="module", params=SHAPES, ids=lambda s: "n%d-d%d-k%d" % s)

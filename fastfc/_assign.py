@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernels._assign import assign_nearest_kernel, openmp_enabled
-from ._parallel import effective_n_jobs
+from ._kernels._assign import assign_nearest_gemm_kernel, assign_nearest_kernel, openmp_enabled
+from ._parallel import effective_n_jobs, limit_blas_threads
 
 __all__ = ["assign_nearest", "openmp_enabled"]
 
 #: rows per chunk; small enough that a chunk's rows stay in L2 for d <= 64
 CHUNK_SIZE = 512
+#: rows per chunk of the BLAS-screened kernel (its product buffer is rows x prototypes)
+GEMM_CHUNK_SIZE = 256
+#: the BLAS screen pays off from about this many features x prototypes (and 8 features);
+#: below, the direct kernel is as fast or faster (benchmarks/bench_kernels.py)
+GEMM_MIN_WORK = 256
+GEMM_MIN_FEATURES = 8
 
 
 def _as_float_2d(name: str, A, dtype) -> np.ndarray:
@@ -43,6 +49,12 @@ def assign_nearest(
     ``sum_j weights[k, j] * (x[j] - centers[k, j]) ** 2`` (plain squared
     Euclidean distance when ``weights`` is None).  Ties go to the lowest index.
     The result does not depend on ``n_jobs``.
+
+    Unweighted problems with many features and prototypes (``n_features >= 8``
+    and ``n_features * n_prototypes >= 256``) first screen the prototypes with a
+    BLAS matrix product and then compute the exact distance of every prototype a
+    rounding-error bound cannot rule out: labels and distances are the same as
+    the direct computation's, only faster.
 
     Parameters
     ----------
@@ -93,7 +105,16 @@ def assign_nearest(
     labels = np.empty(n, dtype=np.int32)
     dist = np.empty(n, dtype=dtype)
     n_threads = effective_n_jobs(n_jobs)
-    assign_nearest_kernel(X, CT, WT, weighted, labels, dist, n_threads, CHUNK_SIZE)
+    d, k = C.shape[1], C.shape[0]
+    if not weighted and d >= GEMM_MIN_FEATURES and d * k >= GEMM_MIN_WORK:
+        cn = np.einsum("ij,ij->i", C, C)
+        # a bound of the largest norm, rounded up (float32 norms are computed in float32)
+        cmax = float(np.sqrt(np.max(cn.astype(np.float64)))) * (1.0 + 1e-5) + 1e-30
+        # the threads are ours (n_jobs); each runs its own small products on one BLAS thread
+        with limit_blas_threads(1):
+            assign_nearest_gemm_kernel(X, C, cn, cmax, labels, dist, n_threads, GEMM_CHUNK_SIZE)
+    else:
+        assign_nearest_kernel(X, CT, WT, weighted, labels, dist, n_threads, CHUNK_SIZE)
     if n and (labels < 0).any():
         raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")
     if return_distances:

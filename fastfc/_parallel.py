@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["resolve_entropy", "client_rng", "server_rng", "sklearn_seed", "effective_n_jobs", "limit_native_threads", "map_clients"]
+__all__ = ["resolve_entropy", "client_rng", "server_rng", "sklearn_seed", "effective_n_jobs", "limit_native_threads", "limit_blas_threads", "map_clients"]
 
 T = TypeVar("T")
 _CLIENT_STREAM = 0
@@ -106,12 +106,7 @@ _controller = None
 _controller_lock = threading.Lock()
 
 
-def limit_native_threads(n_threads: int):
-    """Context manager limiting every native thread pool (BLAS, OpenMP) to ``n_threads``.
-
-    The threadpoolctl controller is built once per process (building it scans
-    the loaded libraries and costs milliseconds; applying a limit does not).
-    """
+def _get_controller():
     global _controller
     if _controller is None:
         with _controller_lock:
@@ -119,4 +114,18 @@ def limit_native_threads(n_threads: int):
                 from threadpoolctl import ThreadpoolController
 
                 _controller = ThreadpoolController()
-    return _controller.limit(limits=int(n_threads))
+    return _controller
+
+
+def limit_blas_threads(n_threads: int):
+    """Context manager limiting the BLAS thread pools only (OpenMP untouched)."""
+    return _get_controller().select(user_api="blas").limit(limits=int(n_threads))
+
+
+def limit_native_threads(n_threads: int):
+    """Context manager limiting every native thread pool (BLAS, OpenMP) to ``n_threads``.
+
+    The threadpoolctl controller is built once per process (building it scans
+    the loaded libraries and costs milliseconds; applying a limit does not).
+    """
+    return _get_controller().limit(limits=int(n_threads))

@@ -119,3 +119,64 @@ def test_bad_input(X, C, W, exc, match):
 
 def test_openmp_flag_is_bool():
     assert isinstance(openmp_enabled(), bool)
+
+
+def _direct(X, C):
+    """The direct (exhaustive) compiled kernel, bypassing the BLAS screen."""
+    from fastfc._kernels._assign import assign_nearest_kernel
+
+    CT = np.ascontiguousarray(C.T)
+    labels = np.empty(len(X), dtype=np.int32)
+    dist = np.empty(len(X), dtype=X.dtype)
+    assign_nearest_kernel(np.ascontiguousarray(X), CT, CT, False, labels, dist, 1, 512)
+    return labels, dist
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["random", "offset", "near_duplicates", "exact_ties", "rows_on_prototypes"])
+def test_blas_screen_is_identical_to_direct_kernel(dtype, case):
+    """Above GEMM_MIN_WORK the BLAS-screened path must give the direct kernel's labels and
+    distances bit for bit, also where a plain ||c||^2 - 2 x.c would pick the wrong one."""
+    from fastfc import _assign as A
+
+    rng = np.random.default_rng(11)
+    n, d, k = 3001, 24, 40
+    assert d >= A.GEMM_MIN_FEATURES and d * k >= A.GEMM_MIN_WORK
+    C = rng.normal(size=(k, d))
+    X = rng.normal(size=(n, d))
+    if case == "offset":  # far from the origin: the expansion cancels catastrophically
+        shift = 3e3 if dtype == np.float32 else 3e7
+        C += shift
+        X += shift
+    elif case == "near_duplicates":
+        C[1::2] = C[0::2] + rng.normal(scale=1e-9, size=(k // 2, d))
+        X[: n // 2] = C[rng.integers(k, size=n // 2)] + rng.normal(scale=1e-6, size=(n // 2, d))
+    elif case == "exact_ties":
+        C[k // 2:] = C[: k // 2]  # every prototype twice: ties must go to the lower index
+    elif case == "rows_on_prototypes":
+        X[:k] = C
+    X = X.astype(dtype)
+    C = C.astype(dtype)
+    labels, dist = assign_nearest(X, C, return_distances=True)
+    ref_labels, ref_dist = _direct(X, C)
+    np.testing.assert_array_equal(labels, ref_labels)
+    np.testing.assert_array_equal(dist, ref_dist)
+    if case == "offset":  # the plain expansion gets rows wrong here, so the recheck matters
+        naive = (np.einsum("ij,ij->i", C, C)[None, :] - 2 * (X @ C.T)).argmin(axis=1)
+        assert (naive != ref_labels).mean() > 0.05
+    if case == "exact_ties":
+        assert (labels < k // 2).all()
+    if case == "rows_on_prototypes" and dtype == np.float64:
+        np.testing.assert_array_equal(labels[:k], np.arange(k))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_blas_screen_same_result_for_any_thread_count(dtype):
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(20_011, 30)).astype(dtype)
+    C = rng.normal(size=(25, 30)).astype(dtype)
+    base, bd = assign_nearest(X, C, n_jobs=1, return_distances=True)
+    for n_jobs in (2, 3, -1):
+        lab, dist = assign_nearest(X, C, n_jobs=n_jobs, return_distances=True)
+        np.testing.assert_array_equal(lab, base)
+        np.testing.assert_array_equal(dist, bd)
