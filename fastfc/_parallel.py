@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["resolve_entropy", "client_rng", "server_rng", "sklearn_seed", "effective_n_jobs", "limit_native_threads", "map_clients"]
+__all__ = ["resolve_entropy", "client_rng", "server_rng", "sklearn_seed", "effective_n_jobs", "limit_native_threads", "map_clients",
+           "limit_openmp_this_thread"]
 
 T = TypeVar("T")
 _CLIENT_STREAM = 0
@@ -104,6 +105,26 @@ def map_clients(
 
 _controller = None
 _controller_lock = threading.Lock()
+
+
+def _get_controller():
+    global _controller
+    if _controller is None:
+        with _controller_lock:
+            if _controller is None:
+                from threadpoolctl import ThreadpoolController
+
+                _controller = ThreadpoolController()
+    return _controller
+
+
+def limit_openmp_this_thread(n_threads: int):
+    """Context manager limiting OpenMP to ``n_threads`` in the calling thread.
+
+    OpenMP's thread count is per calling thread (a worker thread starts at all cores even
+    when the main thread was limited), unlike BLAS's, which is process-wide.
+    """
+    return _get_controller().limit(limits=int(n_threads), user_api="openmp")
 
 
 def limit_native_threads(n_threads: int):

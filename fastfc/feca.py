@@ -41,7 +41,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import _feca as K
-from ._parallel import sklearn_seed
+from ._parallel import limit_openmp_this_thread, sklearn_seed
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, Message
 
@@ -52,6 +52,7 @@ __all__ = [
     "FeCAReply",
     "FeCAClientResult",
     "feca_client",
+    "feca_refine",
     "feca_server",
     "FewerGroupsWarning",
 ]
@@ -141,6 +142,22 @@ class FeCAReply(Message):
 
 
 # ------------------------------------------------------------ client phase
+class _SerialKMeans(KMeans):
+    """scikit-learn's k-means pinned to one OpenMP thread.
+
+    scikit-learn's Lloyd reduces per-thread partial sums, so its centres can differ in the
+    last bits with the thread count; FeCA's deletions compare sums (``G_i >= G_j``) and its
+    server compares distances with radii, so such bits could flip a decision. One thread per
+    client makes the result independent of ``n_jobs``; parallelism comes from running
+    clients in threads. (``_n_threads`` is the private attribute ``KMeans.fit`` reads; the
+    test ``test_determinism_single_client_any_thread_count`` guards it.)
+    """
+
+    def _check_params_vs_input(self, *args, **kwargs):
+        super()._check_params_vs_input(*args, **kwargs)
+        self._n_threads = 1
+
+
 @dataclass(frozen=True)
 class FeCAClientResult:
     """Everything one FeCA client computes (the upload plus diagnostics).
@@ -233,17 +250,53 @@ def feca_client(
         centers = np.array(X, dtype=np.float64)
         labels = np.arange(n, dtype=np.int64)
     else:
-        km = KMeans(
+        km = _SerialKMeans(
             n_clusters=n_local, init=init, n_init=1, max_iter=max_iter, tol=tol,
             random_state=sklearn_seed(rng), algorithm="lloyd",
         )
-        with warnings.catch_warnings():
+        # OpenMP thread counts are per calling thread (worker threads default to all cores);
+        # pin this thread's to 1 so the centres' last bits never depend on where the client runs
+        with warnings.catch_warnings(), limit_openmp_this_thread(1):
             # fewer distinct points than n_local: the duplicate centres end empty and are dropped below
             warnings.simplefilter("ignore", ConvergenceWarning)
             km.fit(X)
         centers = np.ascontiguousarray(km.cluster_centers_, dtype=np.float64)
         labels = km.labels_
-    k = centers.shape[0]
+    return feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
+                       degenerate=degenerate)
+
+
+def feca_refine(
+    X: np.ndarray,
+    centers: np.ndarray,
+    labels: np.ndarray,
+    *,
+    refine: bool = True,
+    radius: str = "empirical",
+    spread: str = "rms",
+    degenerate: bool = False,
+) -> FeCAClientResult:
+    """ClientUpdate (Alg. 2) and RadiusAssign (Alg. 4 / 3) on a given local k-means solution.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64
+        The client's rows (not modified).
+    centers : ndarray of shape (k, n_features)
+        Local centroids (need not be the exact means of their clusters).
+    labels : ndarray of shape (n_samples,), int
+        Local cluster of every row, in ``[0, k)``.
+    refine, radius, spread : see :func:`feca_client`.
+    degenerate : bool, default=False
+        Only recorded in the result (set by :func:`feca_client` for ``n <= k_c``).
+
+    Returns
+    -------
+    result : FeCAClientResult
+    """
+    centers = np.ascontiguousarray(centers, dtype=np.float64)
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    k, d = centers.shape
     counts = np.empty(k, dtype=np.int64)
     dev = np.empty((k, d), dtype=np.float64)
     cost = np.empty(k, dtype=np.float64)
@@ -254,7 +307,7 @@ def feca_client(
     active = counts > 0
     trace = np.empty((k, 5), dtype=np.float64)
     n_tests = 0
-    if refine and not degenerate:
+    if refine:
         n_tests = K.refine_centroids(centers, counts, dev, cost, sigma, active, trace)
     kept = np.flatnonzero(active).astype(np.int64)
     C = np.ascontiguousarray(centers[kept])
