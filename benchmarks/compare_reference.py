@@ -27,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
 SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
 METRICS = ["purity", "ari", "nmi", "acc"]
-REFERENCE_FILE = {"kfed": "kfed_ref.jsonl", "fedhire": "fedhire_ref.jsonl", "gold": "fedhire_ref.jsonl"}
+REFERENCE_FILE = {"kfed": "kfed_ref.jsonl", "fedhire": "fedhire_ref.jsonl", "gold": "fedhire_ref.jsonl",
+                  "feca": "kfed_ref.jsonl"}  # FeCA is compared with k-FED, its baseline
 
 
 def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:

@@ -54,6 +54,7 @@ __all__ = [
     "feca_client",
     "feca_refine",
     "feca_server",
+    "local_kmeans",
     "FewerGroupsWarning",
 ]
 
@@ -158,6 +159,62 @@ class _SerialKMeans(KMeans):
         self._n_threads = 1
 
 
+try:  # scikit-learn's Lloyd without the estimator's per-call overhead (validation, dispatch)
+    from sklearn.cluster._kmeans import _kmeans_plusplus, _kmeans_single_lloyd, _tolerance
+    from sklearn.utils.extmath import row_norms
+
+    _HAVE_SKLEARN_LLOYD = True
+except ImportError:  # pragma: no cover - private API moved: use the estimator
+    _HAVE_SKLEARN_LLOYD = False
+
+
+def local_kmeans(
+    X: np.ndarray, n_clusters: int, seed: int, *, init: str = "k-means++", max_iter: int = 300, tol: float = 1e-4
+) -> tuple[np.ndarray, np.ndarray]:
+    """One start of scikit-learn's k-means (Lloyd) on one thread.
+
+    Same result as ``KMeans(n_clusters, init=init, n_init=1, max_iter=max_iter, tol=tol,
+    random_state=seed, algorithm="lloyd").fit(X)`` (tested), calling scikit-learn's
+    k-means++ and Lloyd routines directly: the estimator's validation and dispatch cost
+    about a millisecond per call, which dominates on small clients. Falls back to the
+    estimator if those private routines move.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64, n_samples > n_clusters
+    n_clusters : int
+    seed : int
+        Seed of the ``RandomState`` scikit-learn draws from.
+    init : {"k-means++", "random"}, default="k-means++"
+    max_iter : int, default=300
+    tol : float, default=1e-4
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features), float64
+    labels : ndarray of shape (n_samples,), int32
+    """
+    with warnings.catch_warnings(), limit_openmp_this_thread(1):
+        # fewer distinct points than n_clusters: the duplicate centres end empty (dropped by the caller)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if not _HAVE_SKLEARN_LLOYD:  # pragma: no cover
+            km = _SerialKMeans(n_clusters=n_clusters, init=init, n_init=1, max_iter=max_iter, tol=tol,
+                               random_state=seed, algorithm="lloyd").fit(X)
+            return np.ascontiguousarray(km.cluster_centers_, dtype=np.float64), km.labels_
+        rs = np.random.RandomState(seed)
+        tol_abs = _tolerance(X, tol)
+        X_mean = X.mean(axis=0)
+        Xc = X - X_mean  # scikit-learn centres the data for precision
+        sw = np.ones(X.shape[0], dtype=X.dtype)
+        if init == "k-means++":
+            centers0, _ = _kmeans_plusplus(Xc, n_clusters, row_norms(Xc, squared=True), sw, rs)
+        else:
+            centers0 = Xc[rs.choice(X.shape[0], size=n_clusters, replace=False, p=sw / sw.sum())]
+        labels, _, centers, _ = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
+        centers += X_mean
+        return np.ascontiguousarray(centers, dtype=np.float64), labels
+
+
 @dataclass(frozen=True)
 class FeCAClientResult:
     """Everything one FeCA client computes (the upload plus diagnostics).
@@ -250,18 +307,7 @@ def feca_client(
         centers = np.array(X, dtype=np.float64)
         labels = np.arange(n, dtype=np.int64)
     else:
-        km = _SerialKMeans(
-            n_clusters=n_local, init=init, n_init=1, max_iter=max_iter, tol=tol,
-            random_state=sklearn_seed(rng), algorithm="lloyd",
-        )
-        # OpenMP thread counts are per calling thread (worker threads default to all cores);
-        # pin this thread's to 1 so the centres' last bits never depend on where the client runs
-        with warnings.catch_warnings(), limit_openmp_this_thread(1):
-            # fewer distinct points than n_local: the duplicate centres end empty and are dropped below
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            km.fit(X)
-        centers = np.ascontiguousarray(km.cluster_centers_, dtype=np.float64)
-        labels = km.labels_
+        centers, labels = local_kmeans(X, n_local, sklearn_seed(rng), init=init, max_iter=max_iter, tol=tol)
     return feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
                        degenerate=degenerate)
 

@@ -467,3 +467,20 @@ def test_determinism_single_client_any_thread_count():
     b = FeCA(6, random_state=0, n_jobs=2).fit_clients([X])
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
     np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_local_kmeans_equals_scikit_learn_estimator(init, dtype):
+    """The direct call of scikit-learn's routines gives exactly KMeans(n_init=1)'s result."""
+    from sklearn.cluster import KMeans
+
+    from fastfc.feca import local_kmeans
+
+    X_clients, _ = load_split("YE")
+    for seed, X in enumerate(X_clients[:4]):
+        X = X.astype(dtype)
+        C, lab = local_kmeans(X, 10, seed, init=init)
+        km = KMeans(10, init=init, n_init=1, random_state=seed, algorithm="lloyd").fit(X)
+        np.testing.assert_allclose(C, km.cluster_centers_, rtol=1e-5 if dtype == np.float32 else 1e-12)
+        np.testing.assert_array_equal(lab, km.labels_)
