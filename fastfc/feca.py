@@ -30,6 +30,7 @@ marked *ours*):
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -160,6 +161,7 @@ class _SerialKMeans(KMeans):
 
 
 try:  # scikit-learn's Lloyd without the estimator's per-call overhead (validation, dispatch)
+    from sklearn.cluster._k_means_common import _is_same_clustering as _same_clustering
     from sklearn.cluster._kmeans import _kmeans_plusplus, _kmeans_single_lloyd, _tolerance
     from sklearn.utils.extmath import row_norms
 
@@ -169,11 +171,12 @@ except ImportError:  # pragma: no cover - private API moved: use the estimator
 
 
 def local_kmeans(
-    X: np.ndarray, n_clusters: int, seed: int, *, init: str = "k-means++", max_iter: int = 300, tol: float = 1e-4
-) -> tuple[np.ndarray, np.ndarray]:
+    X: np.ndarray, n_clusters: int, seed: int, *, init: str = "k-means++", n_init: int = 1, max_iter: int = 300,
+    tol: float = 1e-4,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """One start of scikit-learn's k-means (Lloyd) on one thread.
 
-    Same result as ``KMeans(n_clusters, init=init, n_init=1, max_iter=max_iter, tol=tol,
+    Same result as ``KMeans(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
     random_state=seed, algorithm="lloyd").fit(X)`` (tested), calling scikit-learn's
     k-means++ and Lloyd routines directly: the estimator's validation and dispatch cost
     about a millisecond per call, which dominates on small clients. Falls back to the
@@ -186,6 +189,8 @@ def local_kmeans(
     seed : int
         Seed of the ``RandomState`` scikit-learn draws from.
     init : {"k-means++", "random"}, default="k-means++"
+    n_init : int, default=1
+        Starts; the one of lowest inertia is kept (first one on ties).
     max_iter : int, default=300
     tol : float, default=1e-4
 
@@ -193,26 +198,35 @@ def local_kmeans(
     -------
     centers : ndarray of shape (n_clusters, n_features), float64
     labels : ndarray of shape (n_samples,), int32
+    n_iter : int
+        Lloyd iterations run.
     """
     with warnings.catch_warnings(), limit_openmp_this_thread(1):
         # fewer distinct points than n_clusters: the duplicate centres end empty (dropped by the caller)
         warnings.simplefilter("ignore", ConvergenceWarning)
         if not _HAVE_SKLEARN_LLOYD:  # pragma: no cover
-            km = _SerialKMeans(n_clusters=n_clusters, init=init, n_init=1, max_iter=max_iter, tol=tol,
+            km = _SerialKMeans(n_clusters=n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                                random_state=seed, algorithm="lloyd").fit(X)
-            return np.ascontiguousarray(km.cluster_centers_, dtype=np.float64), km.labels_
+            return np.ascontiguousarray(km.cluster_centers_, dtype=np.float64), km.labels_, int(km.n_iter_)
         rs = np.random.RandomState(seed)
         tol_abs = _tolerance(X, tol)
         X_mean = X.mean(axis=0)
         Xc = X - X_mean  # scikit-learn centres the data for precision
         sw = np.ones(X.shape[0], dtype=X.dtype)
-        if init == "k-means++":
-            centers0, _ = _kmeans_plusplus(Xc, n_clusters, row_norms(Xc, squared=True), sw, rs)
-        else:
-            centers0 = Xc[rs.choice(X.shape[0], size=n_clusters, replace=False, p=sw / sw.sum())]
-        labels, _, centers, _ = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
+        x_sq = row_norms(Xc, squared=True) if init == "k-means++" else None
+        best = None
+        for _ in range(n_init):
+            if init == "k-means++":
+                centers0, _ = _kmeans_plusplus(Xc, n_clusters, x_sq, sw, rs)
+            else:
+                centers0 = Xc[rs.choice(X.shape[0], size=n_clusters, replace=False, p=sw / sw.sum())]
+            run = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
+            # scikit-learn keeps a later run only if its inertia is lower and its clustering differs
+            if best is None or (run[1] < best[1] and not _same_clustering(run[0], best[0], n_clusters)):
+                best = run
+        labels, _, centers, n_iter = best
         centers += X_mean
-        return np.ascontiguousarray(centers, dtype=np.float64), labels
+        return np.ascontiguousarray(centers, dtype=np.float64), labels, int(n_iter)
 
 
 @dataclass(frozen=True)
@@ -235,6 +249,8 @@ class FeCAClientResult:
         ClientUpdate tests in order: ``i, p, q, G_i, G_j`` (``i`` deleted when ``G_i >= G_j``).
     degenerate : bool
         The client had ``n <= k_c`` rows: its rows were uploaded as centroids, radius 0.
+    n_iter : int
+        Lloyd iterations of the local k-means (0 when it was not run).
     """
 
     centers: np.ndarray
@@ -247,6 +263,7 @@ class FeCAClientResult:
     spread: np.ndarray
     trace: np.ndarray
     degenerate: bool
+    n_iter: int = 0
 
     @property
     def deleted(self) -> np.ndarray:
@@ -271,6 +288,7 @@ def feca_client(
     radius: str = "empirical",
     spread: str = "rms",
     init: str = "k-means++",
+    n_init: int = 1,
     max_iter: int = 300,
     tol: float = 1e-4,
 ) -> FeCAClientResult:
@@ -293,6 +311,8 @@ def feca_client(
     spread : {"rms", "dist_std"}, default="rms"
         Spread statistic that picks the candidate one-fit-many cluster.
     init : {"k-means++", "random"}, default="k-means++"
+    n_init : int, default=1
+        k-means starts (lowest inertia kept); 1 = consume whatever local solution appears (A3).
     max_iter : int, default=300
     tol : float, default=1e-4
         scikit-learn's relative tolerance of the local Lloyd.
@@ -307,9 +327,11 @@ def feca_client(
         centers = np.array(X, dtype=np.float64)
         labels = np.arange(n, dtype=np.int64)
     else:
-        centers, labels = local_kmeans(X, n_local, sklearn_seed(rng), init=init, max_iter=max_iter, tol=tol)
-    return feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
-                       degenerate=degenerate)
+        centers, labels, n_iter = local_kmeans(X, n_local, sklearn_seed(rng), init=init, n_init=n_init, max_iter=max_iter,
+                                               tol=tol)
+    res = feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
+                      degenerate=degenerate)
+    return res if degenerate else dataclasses.replace(res, n_iter=n_iter)
 
 
 def feca_refine(
@@ -439,7 +461,10 @@ class FeCA(BaseFederatedClusterer):
         Spread that selects the candidate one-fit-many cluster: RMS distance of a cluster's
         points to its centroid (spec §11 A1) or the standard deviation of those distances.
     init : {"k-means++", "random"}, default="k-means++"
-        Seeding of the local k-means (scikit-learn, one start).
+        Seeding of the local k-means (scikit-learn's greedy k-means++ or random rows).
+    n_init : int, default=1
+        Starts of the local k-means, lowest inertia kept. The paper's premise is that
+        FeCA consumes whatever local solution Lloyd returns: one start (spec §11 A3).
     max_iter : int, default=300
         Lloyd iterations of the local k-means.
     tol : float, default=1e-4
@@ -470,6 +495,10 @@ class FeCA(BaseFederatedClusterer):
         Non-empty local k-means clusters of each client.
     client_n_uploaded_ : ndarray of shape (n_clients,), int64
         Centroids each client uploaded (after ClientUpdate).
+    client_n_iter_ : ndarray of shape (n_clients,), int64
+        Lloyd iterations of each client's k-means (0 for a client with ``n <= k_c`` rows).
+    n_iter_ : int
+        Largest of ``client_n_iter_``.
     client_summaries_ : list of FeCASummary
     global_model_ : FeCAModel
     timings_ : dict
@@ -510,6 +539,7 @@ class FeCA(BaseFederatedClusterer):
         "radius": [StrOptions({"empirical", "theoretical"})],
         "spread": [StrOptions({"rms", "dist_std"})],
         "init": [StrOptions({"k-means++", "random"})],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
     }
@@ -526,6 +556,7 @@ class FeCA(BaseFederatedClusterer):
         radius: str = "empirical",
         spread: str = "rms",
         init: str = "k-means++",
+        n_init: int = 1,
         max_iter: int = 300,
         tol: float = 1e-4,
         random_state=None,
@@ -537,6 +568,7 @@ class FeCA(BaseFederatedClusterer):
         self.radius = radius
         self.spread = spread
         self.init = init
+        self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
@@ -549,11 +581,11 @@ class FeCA(BaseFederatedClusterer):
     def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[FeCASummary, Any]:
         res = feca_client(
             X, self._k_local(), rng, refine=self.refine, radius=self.radius, spread=self.spread,
-            init=self.init, max_iter=self.max_iter, tol=self.tol,
+            init=self.init, n_init=self.n_init, max_iter=self.max_iter, tol=self.tol,
         )
         summary = FeCASummary(centers=res.centers, radii=res.radii, n_features=X.shape[1])
-        # private state: (non-empty local clusters, uploaded centroids); labels need only the reply
-        state = np.array([int((res.counts > 0).sum()), res.kept.size], dtype=np.int64)
+        # private state: (non-empty local clusters, uploaded centroids, Lloyd iterations); labels need only the reply
+        state = np.array([int((res.counts > 0).sum()), res.kept.size, res.n_iter], dtype=np.int64)
         return summary, state
 
     def _aggregate(self, summaries: list[FeCASummary], rng: np.random.Generator) -> tuple[FeCAModel, list[FeCAReply]]:
@@ -583,6 +615,8 @@ class FeCA(BaseFederatedClusterer):
         self.n_groups_ = int(model.n_groups)
 
     def _set_client_attributes(self, states: list[Any], replies: list[FeCAReply]) -> None:
-        st = np.asarray(states, dtype=np.int64).reshape(len(states), 2)
+        st = np.asarray(states, dtype=np.int64).reshape(len(states), 3)
         self.client_n_local_ = st[:, 0].copy()
         self.client_n_uploaded_ = st[:, 1].copy()
+        self.client_n_iter_ = st[:, 2].copy()
+        self.n_iter_ = int(st[:, 2].max())

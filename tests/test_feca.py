@@ -12,7 +12,7 @@ from fastfc.datasets import (
     make_separated_gaussian_mixture,
     make_stochastic_ball,
     partition,
-    partition_dirichlet_balanced,
+    partition_dirichlet_hsu,
     partition_iid,
     partition_subsample,
     sbm_theorem_separation,
@@ -237,7 +237,7 @@ def _blobs(seed=0, n=1200, k=4, d=2):
 
 def test_recovers_separated_mixture_iid_and_skewed():
     X, y, c = _blobs()
-    for parts in (partition_iid(y, 5, random_state=0), partition_dirichlet_balanced(y, 5, alpha=0.3, random_state=0)):
+    for parts in (partition_iid(y, 5, random_state=0), partition_dirichlet_hsu(y, 5, alpha=0.3, random_state=0)):
         est = FeCA(4, random_state=0).fit_clients([X[p] for p in parts])
         assert est.n_clusters_ == 4
         assert center_recovery_l2(est.cluster_centers_, c) < 0.3
@@ -421,17 +421,17 @@ def test_feca_recovers_sbm_in_theorem_regime():
 
 def test_dirichlet_balanced_split():
     y = np.repeat(np.arange(15), 300)
-    parts = partition_dirichlet_balanced(y, 10, alpha=0.1, min_size=10, random_state=0)
+    parts = partition_dirichlet_hsu(y, 10, alpha=0.1, min_size=10, random_state=0)
     allrows = np.concatenate(parts)
     assert allrows.size == y.size and np.unique(allrows).size == y.size
     assert min(len(p) for p in parts) >= 10
     # skew: most clients hold few classes with alpha=0.1
     assert np.median([np.unique(y[p]).size for p in parts]) < 8
-    again = partition(y, 10, "dirichlet-balanced", alpha=0.1, random_state=0)
+    again = partition(y, 10, "dirichlet-hsu", alpha=0.1, random_state=0)
     for a, b in zip(parts, again):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="at least 600"):
-        partition_dirichlet_balanced(y, 10, min_size=600)
+        partition_dirichlet_hsu(y, 10, min_size=600)
 
 
 def test_subsample_split():
@@ -469,9 +469,10 @@ def test_determinism_single_client_any_thread_count():
     np.testing.assert_array_equal(a.labels_, b.labels_)
 
 
+@pytest.mark.parametrize("n_init", [1, 3])
 @pytest.mark.parametrize("init", ["k-means++", "random"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_local_kmeans_equals_scikit_learn_estimator(init, dtype):
+def test_local_kmeans_equals_scikit_learn_estimator(init, dtype, n_init):
     """The direct call of scikit-learn's routines gives exactly KMeans(n_init=1)'s result."""
     from sklearn.cluster import KMeans
 
@@ -480,7 +481,8 @@ def test_local_kmeans_equals_scikit_learn_estimator(init, dtype):
     X_clients, _ = load_split("YE")
     for seed, X in enumerate(X_clients[:4]):
         X = X.astype(dtype)
-        C, lab = local_kmeans(X, 10, seed, init=init)
-        km = KMeans(10, init=init, n_init=1, random_state=seed, algorithm="lloyd").fit(X)
+        C, lab, n_iter = local_kmeans(X, 10, seed, init=init, n_init=n_init)
+        km = KMeans(10, init=init, n_init=n_init, random_state=seed, algorithm="lloyd").fit(X)
         np.testing.assert_allclose(C, km.cluster_centers_, rtol=1e-5 if dtype == np.float32 else 1e-12)
         np.testing.assert_array_equal(lab, km.labels_)
+        assert n_iter == km.n_iter_

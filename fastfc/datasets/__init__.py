@@ -41,7 +41,7 @@ from ._partition import (
     partition_iid,
     partition_non_icd,
 )
-from ._partition import partition_dirichlet_balanced, partition_subsample
+from ._partition import partition_dirichlet_hsu, partition_subsample
 from ._synthetic import make_gaussian_mixture
 from ._synthetic import make_separated_gaussian_mixture, make_stochastic_ball, sbm_theorem_separation
 
@@ -61,6 +61,6 @@ __all__ = [
     "make_stochastic_ball",
     "make_separated_gaussian_mixture",
     "sbm_theorem_separation",
-    "partition_dirichlet_balanced",
+    "partition_dirichlet_hsu",
     "partition_subsample",
 ]

@@ -25,7 +25,7 @@ __all__ = [
     "partition_dirichlet",
     "partition_classes_per_client",
     "partition_non_icd",
-    "partition_dirichlet_balanced",
+    "partition_dirichlet_hsu",
     "partition_subsample",
 ]
 
@@ -747,17 +747,17 @@ def partition(
 # FeCA's splits: Hsu et al.'s balanced Dirichlet split and independent subsamples
 # ---------------------------------------------------------------------------
 
-#: Dirichlet rounds tried by :func:`partition_dirichlet_balanced` before giving up.
-DIRICHLET_BALANCED_MAX_ROUNDS = 1000
+#: Dirichlet rounds tried by :func:`partition_dirichlet_hsu` before giving up.
+DIRICHLET_HSU_MAX_ROUNDS = 1000
 
 
-def partition_dirichlet_balanced(
+def partition_dirichlet_hsu(
     y: ArrayLike,
     n_clients: int,
     *,
     alpha: float = 0.3,
     min_size: int = 10,
-    balance: bool = True,
+    balance: bool = False,
     random_state: int | np.random.Generator | None = None,
 ) -> list[np.ndarray]:
     """Dirichlet label skew as in Hsu et al. (2019), the split of the FeCA paper.
@@ -778,8 +778,11 @@ def partition_dirichlet_balanced(
         Dirichlet concentration (the paper uses 0.3 and 0.1; smaller is more skewed).
     min_size : int, default=10
         Smallest client size accepted.
-    balance : bool, default=True
-        Stop giving rows to clients that already hold their fair share.
+    balance : bool, default=False
+        Stop giving rows to clients that already hold their fair share (as the FedBE code
+        of a FeCA co-author does). Off by default: FeCA's S-set numbers are reproduced
+        markedly better without it (S1, Dir(0.3), 20 seeds: ℓ2 9.4e4 ± 7.8e4 without,
+        15.9e4 ± 14.8e4 with; the paper reports 6.8e4 ± 3.7e4).
     random_state : int, numpy Generator or None, default=None
 
     Returns
@@ -791,12 +794,12 @@ def partition_dirichlet_balanced(
     ------
     ValueError
         If ``alpha <= 0``, ``n_samples < n_clients * min_size``, or no draw in
-        ``DIRICHLET_BALANCED_MAX_ROUNDS = 1000`` rounds gives every client ``min_size`` rows.
+        ``DIRICHLET_HSU_MAX_ROUNDS = 1000`` rounds gives every client ``min_size`` rows.
 
     Examples
     --------
     >>> y = np.repeat(np.arange(5), 100)
-    >>> parts = partition_dirichlet_balanced(y, 4, alpha=0.3, random_state=0)
+    >>> parts = partition_dirichlet_hsu(y, 4, alpha=0.3, random_state=0)
     >>> sum(len(p) for p in parts), min(len(p) for p in parts) >= 10
     (500, True)
     """
@@ -814,7 +817,7 @@ def partition_dirichlet_balanced(
     rng = _as_generator(random_state)
     rows_by_class = _class_rows(codes, n_classes)
     fair = n / n_clients
-    for _ in range(DIRICHLET_BALANCED_MAX_ROUNDS):
+    for _ in range(DIRICHLET_HSU_MAX_ROUNDS):
         buckets: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
         sizes = np.zeros(n_clients, dtype=np.int64)
         for rows in rows_by_class:
@@ -832,7 +835,7 @@ def partition_dirichlet_balanced(
             return _finish([np.concatenate(b) for b in buckets])
     raise ValueError(
         f"no Dirichlet(alpha={alpha}) split gave all {n_clients} clients at least {min_size} rows in "
-        f"{DIRICHLET_BALANCED_MAX_ROUNDS} rounds; lower min_size or raise alpha"
+        f"{DIRICHLET_HSU_MAX_ROUNDS} rounds; lower min_size or raise alpha"
     )
 
 
@@ -884,7 +887,7 @@ def partition_subsample(
     return _finish([rng.choice(n, size=size, replace=False).astype(np.int64) for _ in range(n_clients)])
 
 
-PARTITION_METHODS["dirichlet-balanced"] = partition_dirichlet_balanced
+PARTITION_METHODS["dirichlet-hsu"] = partition_dirichlet_hsu
 PARTITION_METHODS["subsample"] = partition_subsample
-_PARAMS["dirichlet-balanced"] = {"alpha", "min_size", "balance"}
+_PARAMS["dirichlet-hsu"] = {"alpha", "min_size", "balance"}
 _PARAMS["subsample"] = {"fraction"}
