@@ -15,7 +15,7 @@ marked *ours*):
 
 * spread ``sigma_i = sqrt(G_i / n_i)`` (RMS distance to the centroid, A1); ``"dist_std"``
   (the std of the distances) is offered for experiments only;
-* local k-means: k-means++ (scikit-learn's greedy variant), ``n_init=1``, ``max_iter=300``,
+* local k-means: k-means++ (greedy variant, as scikit-learn's), ``n_init=1``, ``max_iter=300``,
   ``tol=1e-4`` (A3); clusters that end empty (fewer distinct points than ``k_c``) are
   dropped before ClientUpdate (edge case 2); scikit-learn's warning about it is silenced
   and the count of kept clusters is recorded in ``client_n_local_``;
@@ -27,9 +27,10 @@ marked *ours*):
   than ``k`` centres, with a warning, when fewer groups form (A10);
 * labels: nearest global centre (A11). The paper's App. D one-Lloyd-step refinement needs a
   second round and is therefore left to evaluation code (``benchmarks/feca_paper.py``);
-* *ours*: the client k-means runs on one OpenMP thread per client (results independent of
-  ``n_jobs``) through scikit-learn's k-means++ / Lloyd routines called directly
-  (:func:`local_kmeans`, equal to ``KMeans(n_init=...)``, tested);
+* *ours*: the client k-means is greedy k-means++ seeding in a Numba kernel plus
+  scikit-learn's Lloyd routine called directly on one OpenMP thread per client
+  (:func:`local_kmeans`; results independent of ``n_jobs``; each start equals ``KMeans``
+  from the same seeds, tested);
 * *ours*: ``n_init`` is exposed (A3); with ``n_init=10`` the IID S-set numbers match the
   paper's small spreads (S3: 3.2e4 ± 0.2e4 vs the paper's 3.6e4 ± 0.7e4), with the default 1
   the mean is close but the spread larger; see the issue note.
@@ -53,7 +54,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import _feca as K
-from ._parallel import limit_openmp_this_thread, sklearn_seed
+from ._parallel import limit_openmp_this_thread
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, Message
 
@@ -67,6 +68,7 @@ __all__ = [
     "feca_refine",
     "feca_server",
     "local_kmeans",
+    "kmeanspp_seeds",
     "FewerGroupsWarning",
 ]
 
@@ -173,35 +175,62 @@ class _SerialKMeans(KMeans):
 
 try:  # scikit-learn's Lloyd without the estimator's per-call overhead (validation, dispatch)
     from sklearn.cluster._k_means_common import _is_same_clustering as _same_clustering
-    from sklearn.cluster._kmeans import _kmeans_plusplus, _kmeans_single_lloyd, _tolerance
-    from sklearn.utils.extmath import row_norms
+    from sklearn.cluster._kmeans import _kmeans_single_lloyd
 
     _HAVE_SKLEARN_LLOYD = True
 except ImportError:  # pragma: no cover - private API moved: use the estimator
     _HAVE_SKLEARN_LLOYD = False
 
+    def _same_clustering(a, b, n_clusters):
+        return np.unique(np.stack([a, b]), axis=1).shape[1] == np.unique(a).size == np.unique(b).size
+
+
+def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
+    """Row indices of greedy k-means++ seeds (``2 + floor(ln k)`` candidates per step, as scikit-learn).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64, C-contiguous
+    n_clusters : int, <= n_samples
+    rng : numpy.random.Generator
+        Supplies ``1 + (n_clusters - 1) * n_trials`` uniforms.
+
+    Returns
+    -------
+    seeds : ndarray of shape (n_clusters,), int64
+    """
+    n = X.shape[0]
+    n_trials = 2 + int(np.log(n_clusters))
+    uniforms = rng.random(1 + (n_clusters - 1) * n_trials)
+    seeds = np.empty(n_clusters, dtype=np.int64)
+    closest, cand, best_d, cum = (np.empty(n) for _ in range(4))
+    K.kmeans_plusplus(X, uniforms, n_trials, seeds, closest, cand, best_d, cum)
+    return seeds
+
 
 def local_kmeans(
-    X: np.ndarray, n_clusters: int, seed: int, *, init: str = "k-means++", n_init: int = 1, max_iter: int = 300,
-    tol: float = 1e-4,
+    X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, init: str = "k-means++", n_init: int = 1,
+    max_iter: int = 300, tol: float = 1e-4,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """One start of scikit-learn's k-means (Lloyd) on one thread.
+    """Plain k-means on one client: seeding, then scikit-learn's Lloyd on one thread.
 
-    Same result as ``KMeans(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
-    random_state=seed, algorithm="lloyd").fit(X)`` (tested), calling scikit-learn's
-    k-means++ and Lloyd routines directly: the estimator's validation and dispatch cost
-    about a millisecond per call, which dominates on small clients. Falls back to the
-    estimator if those private routines move.
+    Seeding is greedy k-means++ (:func:`kmeanspp_seeds`, the variant scikit-learn uses, in a
+    Numba kernel: scikit-learn's own spends most of a small client's time in per-step Python
+    overhead) or ``n_clusters`` distinct random rows. Lloyd is scikit-learn's
+    ``_kmeans_single_lloyd`` called directly, on the mean-centred data with
+    ``tol * mean(var(X))`` as ``KMeans`` does, so each start equals
+    ``KMeans(init=<those seeds>, n_init=1, max_iter=max_iter, tol=tol).fit(X)`` (tested).
+    With ``n_init > 1`` the start of lowest inertia is kept (a later one only if its
+    clustering differs, as in ``KMeans``). Falls back to the estimator if the private
+    routine moves.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features), float32 or float64, n_samples > n_clusters
     n_clusters : int
-    seed : int
-        Seed of the ``RandomState`` scikit-learn draws from.
+    rng : numpy.random.Generator
     init : {"k-means++", "random"}, default="k-means++"
     n_init : int, default=1
-        Starts; the one of lowest inertia is kept (first one on ties).
     max_iter : int, default=300
     tol : float, default=1e-4
 
@@ -210,33 +239,30 @@ def local_kmeans(
     centers : ndarray of shape (n_clusters, n_features), float64
     labels : ndarray of shape (n_samples,), int32
     n_iter : int
-        Lloyd iterations run.
+        Lloyd iterations of the kept start.
     """
     with warnings.catch_warnings(), limit_openmp_this_thread(1):
         # fewer distinct points than n_clusters: the duplicate centres end empty (dropped by the caller)
         warnings.simplefilter("ignore", ConvergenceWarning)
-        if not _HAVE_SKLEARN_LLOYD:  # pragma: no cover
-            km = _SerialKMeans(n_clusters=n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
-                               random_state=seed, algorithm="lloyd").fit(X)
-            return np.ascontiguousarray(km.cluster_centers_, dtype=np.float64), km.labels_, int(km.n_iter_)
-        rs = np.random.RandomState(seed)
-        tol_abs = _tolerance(X, tol)
+        tol_abs = float(np.mean(np.var(X, axis=0))) * tol
         X_mean = X.mean(axis=0)
         Xc = X - X_mean  # scikit-learn centres the data for precision
         sw = np.ones(X.shape[0], dtype=X.dtype)
-        x_sq = row_norms(Xc, squared=True) if init == "k-means++" else None
         best = None
         for _ in range(n_init):
             if init == "k-means++":
-                centers0, _ = _kmeans_plusplus(Xc, n_clusters, x_sq, sw, rs)
+                centers0 = Xc[kmeanspp_seeds(Xc, n_clusters, rng)]
             else:
-                centers0 = Xc[rs.choice(X.shape[0], size=n_clusters, replace=False, p=sw / sw.sum())]
-            run = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
-            # scikit-learn keeps a later run only if its inertia is lower and its clustering differs
+                centers0 = Xc[rng.choice(X.shape[0], size=n_clusters, replace=False)]
+            if _HAVE_SKLEARN_LLOYD:
+                run = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
+            else:  # pragma: no cover
+                km = _SerialKMeans(n_clusters=n_clusters, init=centers0, n_init=1, max_iter=max_iter, tol=tol).fit(Xc)
+                run = (km.labels_, km.inertia_, km.cluster_centers_, km.n_iter_)
             if best is None or (run[1] < best[1] and not _same_clustering(run[0], best[0], n_clusters)):
                 best = run
         labels, _, centers, n_iter = best
-        centers += X_mean
+        centers = centers + X_mean
         return np.ascontiguousarray(centers, dtype=np.float64), labels, int(n_iter)
 
 
@@ -338,8 +364,7 @@ def feca_client(
         centers = np.array(X, dtype=np.float64)
         labels = np.arange(n, dtype=np.int64)
     else:
-        centers, labels, n_iter = local_kmeans(X, n_local, sklearn_seed(rng), init=init, n_init=n_init, max_iter=max_iter,
-                                               tol=tol)
+        centers, labels, n_iter = local_kmeans(X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol)
     res = feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
                       degenerate=degenerate)
     return res if degenerate else dataclasses.replace(res, n_iter=n_iter)

@@ -96,3 +96,23 @@ def ref_server_aggregation(C, r, k):
     kept = [groups[g] for g in ranked]
     centres = np.array([C[S].mean(0) for S in kept])
     return centres, np.array([len(S) for S in kept]), kept
+
+
+def ref_kmeans_plusplus(X, uniforms, n_trials, k):
+    """Greedy k-means++ from given uniforms, with NumPy (searchsorted side='right')."""
+    X = np.asarray(X, dtype=np.float64)
+    n = len(X)
+    seeds = [min(int(uniforms[0] * n), n - 1)]
+    closest = ((X - X[seeds[0]]) ** 2).sum(1)
+    for c in range(1, k):
+        cum = np.cumsum(closest)
+        best = None
+        for t in range(n_trials):
+            u = uniforms[1 + (c - 1) * n_trials + t]
+            row = min(int(np.searchsorted(cum, u * cum[-1], side="right")), n - 1) if cum[-1] > 0 else min(int(u * n), n - 1)
+            cand = np.minimum(closest, ((X - X[row]) ** 2).sum(1))
+            if best is None or cand.sum() < best[0]:
+                best = (cand.sum(), row, cand)
+        seeds.append(best[1])
+        closest = best[2]
+    return np.array(seeds)

@@ -26,6 +26,7 @@ from reference_feca import (
     ref_client_update,
     ref_cluster_stats,
     ref_empirical_radii,
+    ref_kmeans_plusplus,
     ref_merged_cost,
     ref_server_aggregation,
     ref_theoretical_radius,
@@ -469,23 +470,53 @@ def test_determinism_single_client_any_thread_count():
     np.testing.assert_array_equal(a.labels_, b.labels_)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("seed", range(4))
+def test_kmeans_plusplus_kernel_matches_reference(dtype, seed):
+    from fastfc.feca import kmeanspp_seeds
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(200, 3)).astype(dtype)
+    X[:20] = X[0]  # duplicates
+    k, n_trials = 8, 2 + int(np.log(8))
+    got = kmeanspp_seeds(X, k, np.random.default_rng(seed + 100))
+    u = np.random.default_rng(seed + 100).random(1 + (k - 1) * n_trials)
+    np.testing.assert_array_equal(got, ref_kmeans_plusplus(X, u, n_trials, k))
+    assert np.unique(X[got], axis=0).shape[0] == k  # D^2 sampling never re-picks a seed
+
+
+def test_kmeans_plusplus_all_rows_identical():
+    from fastfc.feca import kmeanspp_seeds
+
+    seeds = kmeanspp_seeds(np.ones((10, 2)), 3, np.random.default_rng(0))
+    assert seeds.shape == (3,) and seeds.min() >= 0 and seeds.max() < 10
+
+
 @pytest.mark.parametrize("n_init", [1, 3])
 @pytest.mark.parametrize("init", ["k-means++", "random"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_local_kmeans_equals_scikit_learn_estimator(init, dtype, n_init):
-    """The direct call of scikit-learn's routines gives exactly KMeans(n_init=1)'s result."""
+def test_local_kmeans_equals_scikit_learn_estimator_from_the_same_seeds(init, dtype, n_init):
+    """Each start is scikit-learn's Lloyd: the kept one equals KMeans(init=<its seeds>)."""
     from sklearn.cluster import KMeans
 
-    from fastfc.feca import local_kmeans
+    from fastfc.feca import kmeanspp_seeds, local_kmeans
 
     X_clients, _ = load_split("YE")
     for seed, X in enumerate(X_clients[:4]):
         X = X.astype(dtype)
-        C, lab, n_iter = local_kmeans(X, 10, seed, init=init, n_init=n_init)
-        km = KMeans(10, init=init, n_init=n_init, random_state=seed, algorithm="lloyd").fit(X)
-        np.testing.assert_allclose(C, km.cluster_centers_, rtol=1e-5 if dtype == np.float32 else 1e-12)
-        np.testing.assert_array_equal(lab, km.labels_)
-        assert n_iter == km.n_iter_
+        C, lab, n_iter = local_kmeans(X, 10, np.random.default_rng(seed), init=init, n_init=n_init)
+        # replay the starts' seeds and let scikit-learn pick the best of the same starts
+        rng = np.random.default_rng(seed)
+        Xc = X - X.mean(axis=0)
+        best = None
+        for _ in range(n_init):
+            idx = kmeanspp_seeds(Xc, 10, rng) if init == "k-means++" else rng.choice(len(X), 10, replace=False)
+            km = KMeans(10, init=X[idx], n_init=1, algorithm="lloyd").fit(X)
+            if best is None or km.inertia_ < best.inertia_ and adjusted_rand_score(km.labels_, best.labels_) < 1:
+                best = km
+        np.testing.assert_allclose(C, best.cluster_centers_, rtol=1e-4 if dtype == np.float32 else 1e-10)
+        np.testing.assert_array_equal(lab, best.labels_)
+        assert n_iter == best.n_iter_
 
 
 def _sipu(name):
@@ -501,12 +532,14 @@ def _sipu(name):
 
 def test_s1_reproduces_paper_table1_within_its_spread():
     """Paper Table 1, FeCA on S1 with M = 10 (ℓ2 ×1e4): IID 1.0 ± 0.1, Dir(0.3) 6.8 ± 3.7.
-    Our mean over seeds 0-9 must lie within twice the paper's spread of its mean (IID: the
-    spread is tiny, so 1e4 absolute). Full tables: benchmarks/feca_paper.py."""
+    Our mean over seeds 0-39 must lie within twice the paper's spread of its mean (IID: the
+    spread is tiny, so 1e4 absolute). Under Dir(0.3) single runs are bimodal (~3 or ~30), so
+    a 10-seed mean still moves by about ±4 between seed blocks; 40 seeds are used. Full
+    tables: benchmarks/feca_paper.py."""
     X, y, theta = _sipu("s1")
     for alpha, (mean, std) in [(None, (1.0, 0.5)), (0.3, (6.8, 3.7))]:
         l2 = []
-        for s in range(10):
+        for s in range(40):
             parts = partition_iid(y, 10, random_state=s) if alpha is None else \
                 partition_dirichlet_hsu(y, 10, alpha=alpha, random_state=s)
             est = FeCA(15, random_state=s).fit_clients([X[p] for p in parts])
