@@ -213,7 +213,7 @@ def sbm(seeds, out):
     from fastfc.metrics import center_recovery_l2
 
     print("\n### Stochastic Ball Model in Theorem 4.1's regime (k = 3, r = 1, simplex centres, M = 10)\n")
-    print("| radius variant | n | max over seeds of ℓ2 / Δ | bound (4/(5η))·Δ_min/Δ (η=5) | exact group recovery |")
+    print("| radius variant | n | max over seeds of ℓ2 / Δ | bound (4/(5η))·Δ_min/Δ (η=5) | runs returning k centres |")
     print("|---|---|---|---|---|")
     k, d = 3, 3
     delta = sbm_theorem_separation(k, 1.0)

@@ -780,9 +780,9 @@ def partition_dirichlet_hsu(
         Smallest client size accepted.
     balance : bool, default=False
         Stop giving rows to clients that already hold their fair share (as the FedBE code
-        of a FeCA co-author does). Off by default: FeCA's S-set numbers are reproduced
-        markedly better without it (S1, Dir(0.3), 20 seeds: ℓ2 9.4e4 ± 7.8e4 without,
-        15.9e4 ± 14.8e4 with; the paper reports 6.8e4 ± 3.7e4).
+        of a FeCA co-author does). Off by default: FeCA's S1 numbers under Dir(0.3) and
+        Dir(0.1) are reproduced markedly better without it (``benchmarks/feca_paper.py``
+        with and without ``--balance``).
     random_state : int, numpy Generator or None, default=None
 
     Returns
