@@ -81,15 +81,18 @@ def test_merged_cost_closed_form_matches_direct_pass(seed, offset):
         assert got == pytest.approx(ref_merged_cost(X, labels, p, q), rel=1e-9)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("spread", ["rms", "dist_std"])
 @pytest.mark.parametrize("seed", range(8))
-def test_refine_matches_literal_algorithm2(seed, spread):
+def test_refine_matches_literal_algorithm2(seed, spread, dtype):
+    """Client data may be float32 (statistics accumulate in float64); centroids are float64."""
     rng = np.random.default_rng(seed)
     # mixtures with more local centroids than clusters, so deletions actually happen
     X, y = make_separated_gaussian_mixture(400, 2, 4, cluster_std=1.0, min_separation=6.0,
                                            center_box=(-15, 15), random_state=seed)
-    centers = X[rng.choice(len(X), 6, replace=False)]
-    labels = ((X[:, None] - centers[None]) ** 2).sum(2).argmin(1)
+    X = X.astype(dtype)
+    centers = X[rng.choice(len(X), 6, replace=False)].astype(np.float64)
+    labels = ((X[:, None].astype(np.float64) - centers[None]) ** 2).sum(2).argmin(1)
     res = feca_refine(X, centers, labels, spread=spread)
     kept, trace = ref_client_update(X, labels, centers, res.spread)
     np.testing.assert_array_equal(res.kept, kept)
@@ -97,6 +100,7 @@ def test_refine_matches_literal_algorithm2(seed, spread):
     for row, ref in zip(res.trace, trace):
         np.testing.assert_array_equal(row[:3], ref[:3])
         np.testing.assert_allclose(row[3:], ref[3:], rtol=1e-9)
+    np.testing.assert_allclose(res.radii, ref_empirical_radii(res.centers, res.extent[res.kept]), rtol=1e-12)
 
 
 def test_refine_deletes_at_least_once_over_random_cases():
