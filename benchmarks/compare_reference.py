@@ -27,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
 SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
 METRICS = ["purity", "ari", "nmi", "acc"]
-REFERENCE_FILE = {"kfed": "kfed_ref.jsonl", "fedhire": "fedhire_ref.jsonl", "gold": "fedhire_ref.jsonl"}
+REFERENCE_FILE = {"kfed": "kfed_ref.jsonl", "fedhire": "fedhire_ref.jsonl", "gold": "fedhire_ref.jsonl",
+                  "feca": "kfed_ref.jsonl"}  # FeCA is compared with k-FED, its baseline
 
 
 def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
@@ -45,6 +46,9 @@ def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
         # robust semantics with another candidate cap, e.g. "cap64"; "capnone" = uncapped
         cap = preset[3:]
         return dict(max_candidates=None if cap == "none" else int(cap))
+    if method == "feca" and preset.startswith("ninit"):
+        # several local k-means starts instead of the paper's one, e.g. "ninit10"
+        return dict(n_init=int(preset[5:]))
     raise SystemExit(f"no preset {preset!r} for method {method!r}")
 
 
@@ -103,7 +107,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("method")
     ap.add_argument("--preset", default="default",
-                    help="parameter preset: default | reference | capN / capnone (fedhire, gold)")
+                    help="parameter preset: default | reference | capN / capnone (fedhire, gold) | ninitN (feca)")
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--n-jobs", type=int, default=1)

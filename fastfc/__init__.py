@@ -18,8 +18,9 @@ _ESTIMATORS = {
     "KFed": "fastfc.kfed",
     "FedHIRE": "fastfc.fed_hire",
     "GOLD": "fastfc.gold",
+    "FeCA": "fastfc.feca",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca")
 
 __all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
 

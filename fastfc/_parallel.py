@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["resolve_entropy", "client_rng", "server_rng", "sklearn_seed", "effective_n_jobs", "limit_native_threads", "limit_blas_threads", "map_clients"]
+__all__ = ["resolve_entropy", "client_rng", "server_rng", "sklearn_seed", "effective_n_jobs", "limit_native_threads",
+           "limit_blas_threads", "limit_openmp_this_thread", "map_clients"]
 
 T = TypeVar("T")
 _CLIENT_STREAM = 0
@@ -120,6 +121,15 @@ def _get_controller():
 def limit_blas_threads(n_threads: int):
     """Context manager limiting the BLAS thread pools only (OpenMP untouched)."""
     return _get_controller().select(user_api="blas").limit(limits=int(n_threads))
+
+
+def limit_openmp_this_thread(n_threads: int):
+    """Context manager limiting OpenMP to ``n_threads`` in the calling thread.
+
+    OpenMP's thread count is per calling thread (a worker thread starts at all cores even
+    when the main thread was limited), unlike BLAS's, which is process-wide.
+    """
+    return _get_controller().limit(limits=int(n_threads), user_api="openmp")
 
 
 def limit_native_threads(n_threads: int):

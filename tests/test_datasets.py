@@ -363,7 +363,7 @@ def test_partition_dispatcher_errors_and_aliases():
     b = partition_classes_per_client(y, 3, classes_per_client=1, random_state=0)
     assert all(np.array_equal(u, v) for u, v in zip(a, b))
     assert len(partition(None, 3, "iid", X=np.zeros((30, 2)), random_state=0)) == 3
-    assert set(datasets.PARTITION_METHODS) == {"iid", "dirichlet", "classes", "non-icd"}
+    assert set(datasets.PARTITION_METHODS) == {"iid", "dirichlet", "classes", "non-icd", "dirichlet-hsu", "subsample"}
 
 
 # ---------------------------------------------------------------------------

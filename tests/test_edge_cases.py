@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from fastfc import KFed
+from fastfc import FeCA, KFed
 
-ESTIMATORS = [lambda: KFed(n_clusters=3, random_state=0)]
+ESTIMATORS = [lambda: KFed(n_clusters=3, random_state=0), lambda: FeCA(n_clusters=3, random_state=0)]
 
 
 def _clients(rng, sizes=(30, 40, 25), d=4):

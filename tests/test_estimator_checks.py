@@ -9,7 +9,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 # multi-granular hierarchy rarely has 8 distinct label rows, which the default n_clusters=8 needs
 # (the method then raises a clear ValueError after its restarts, by design).
 
-from fastfc import GOLD, FedHIRE, KFed
+from fastfc import GOLD, FeCA, FedHIRE, KFed
 
 # check name -> why it cannot apply
 EXPECTED_FAILED = {}
@@ -20,7 +20,8 @@ def _expected_failed_checks(estimator):
 
 
 @parametrize_with_checks(
-    [KFed(random_state=0), FedHIRE(n_clusters=2, random_state=0), GOLD(n_clusters=2, random_state=0, mcpl_tol=1e-3)],
+    [KFed(random_state=0), FedHIRE(n_clusters=2, random_state=0), GOLD(n_clusters=2, random_state=0, mcpl_tol=1e-3),
+     FeCA(random_state=0)],
     expected_failed_checks=_expected_failed_checks,
 )
 def test_sklearn_compatible_estimator(estimator, check):

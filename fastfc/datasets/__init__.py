@@ -9,7 +9,8 @@ Bundled data
 
 Synthetic data
     :func:`make_gaussian_mixture` samples large isotropic Gaussian mixtures
-    (the scalability data of GOLD §IV-E).
+    (the scalability data of GOLD §IV-E); :func:`make_stochastic_ball` and
+    :func:`make_separated_gaussian_mixture` give FeCA's theory models.
 
 Federated splits
     :func:`partition` dispatches to :func:`partition_iid`,
@@ -40,7 +41,9 @@ from ._partition import (
     partition_iid,
     partition_non_icd,
 )
+from ._partition import partition_dirichlet_hsu, partition_subsample
 from ._synthetic import make_gaussian_mixture
+from ._synthetic import make_separated_gaussian_mixture, make_stochastic_ball, sbm_theorem_separation
 
 __all__ = [
     "list_datasets",
@@ -55,4 +58,9 @@ __all__ = [
     "partition_non_icd",
     "load_client_npz",
     "save_client_npz",
+    "make_stochastic_ball",
+    "make_separated_gaussian_mixture",
+    "sbm_theorem_separation",
+    "partition_dirichlet_hsu",
+    "partition_subsample",
 ]
