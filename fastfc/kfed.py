@@ -21,7 +21,7 @@ import scipy.linalg
 from sklearn.cluster import KMeans
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._parallel import sklearn_seed
+from ._parallel import limit_openmp_this_thread, sklearn_seed
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, Message, MessageError
 
@@ -144,7 +144,10 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
     km = KMeans(n_clusters=n_local, init=init, n_init=1, max_iter=max_iter, tol=tol, random_state=sklearn_seed(rng))
-    km.fit(X)
+    # scikit-learn's Lloyd reduces its per-thread partial sums in an order that depends on
+    # the OpenMP thread count, which is per calling thread: one thread, whatever n_jobs
+    with limit_openmp_this_thread(1):
+        km.fit(X)
     return km.cluster_centers_.astype(X.dtype, copy=False), km.labels_.astype(np.int64)
 
 
@@ -381,7 +384,8 @@ class KFed(BaseFederatedClusterer):
             tol=self.tol if self.server_max_iter is None else 0.0,
             random_state=0,  # unused with an explicit init; set for determinism of any relocation
         )
-        km.fit(U)
+        with limit_openmp_this_thread(1):  # same summation order for any n_jobs
+            km.fit(U)
         centers = km.cluster_centers_
         local_to_global = km.labels_.astype(np.int64)
         d = U.shape[1]

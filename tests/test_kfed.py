@@ -141,6 +141,18 @@ def test_determinism_and_thread_invariance():
     assert not np.array_equal(other.cluster_centers_, runs[0].cluster_centers_)
 
 
+def test_centres_bit_identical_for_any_n_jobs_on_multi_chunk_clients():
+    """Clients large enough for scikit-learn's Lloyd to split its work over OpenMP threads
+    (whose count is per calling thread): centres must still not depend on n_jobs. Without
+    pinning the k-means to one OpenMP thread they differ in the last bits here."""
+    rng = np.random.default_rng(5)
+    X_clients = [rng.normal(size=(3000, 6)) + i for i in range(3)]
+    runs = [KFed(n_clusters=6, random_state=3, n_jobs=j).fit_clients(X_clients) for j in (1, 2, 3)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.labels_, runs[0].labels_)
+        np.testing.assert_array_equal(r.cluster_centers_, runs[0].cluster_centers_)
+
+
 def test_predict_nearest_matches_labels(federated_blobs):
     X_clients, _ = federated_blobs
     est = KFed(n_clusters=4, assign="nearest", random_state=0).fit_clients(X_clients)
