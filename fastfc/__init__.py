@@ -18,8 +18,9 @@ _ESTIMATORS = {
     "KFed": "fastfc.kfed",
     "FedHIRE": "fastfc.fed_hire",
     "GOLD": "fastfc.gold",
+    "FedKStarHC": "fastfc.fed_kstar_hc",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "fed_kstar_hc")
 
 __all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
 

@@ -19,6 +19,7 @@ METHODS: dict[str, str] = {
     "kfed": "fastfc.kfed:KFed",
     "fedhire": "fastfc.fed_hire:FedHIRE",
     "gold": "fastfc.gold:GOLD",
+    "fedkstarhc": "fastfc.fed_kstar_hc:FedKStarHC",
 }
 
 
