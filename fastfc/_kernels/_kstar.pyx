@@ -298,7 +298,9 @@ cdef inline double _merge_d(
     const double[:, ::1] C, const double[:, ::1] S, const double[::1] r,
     Py_ssize_t i, Py_ssize_t j, double beta, bint l1, double eps,
 ) noexcept nogil:
-    # Eq. (21): ||c_i - c_j||^2 * ||s_i - s_j||^beta / (r_i + r_j)
+    # Eq. (21): ||c_i - c_j||^2 * ||s_i - s_j||^beta / (r_i + r_j).
+    # pow() dominates the cost, so the common exponents 1, 2 and 0.5 are computed
+    # with sqrt / products (same value up to rounding); 0^0 = 1.
     cdef Py_ssize_t f, d = C.shape[1]
     cdef double dc2 = 0.0, ds = 0.0, t, sim, rr
     for f in range(d):
@@ -306,16 +308,29 @@ cdef inline double _merge_d(
         dc2 = dc2 + t * t
     if beta == 0.0:
         sim = 1.0
-    else:
-        if l1:
-            for f in range(d):
-                ds = ds + fabs(S[i, f] - S[j, f])
+    elif l1:
+        for f in range(d):
+            ds = ds + fabs(S[i, f] - S[j, f])
+        if beta == 1.0:
+            sim = ds
+        elif beta == 2.0:
+            sim = ds * ds
+        elif beta == 0.5:
+            sim = sqrt(ds)
         else:
-            for f in range(d):
-                t = S[i, f] - S[j, f]
-                ds = ds + t * t
-            ds = sqrt(ds)
-        sim = pow(ds, beta)
+            sim = pow(ds, beta)
+    else:
+        for f in range(d):
+            t = S[i, f] - S[j, f]
+            ds = ds + t * t  # squared L2 norm
+        if beta == 1.0:
+            sim = sqrt(ds)
+        elif beta == 2.0:
+            sim = ds
+        elif beta == 0.5:
+            sim = sqrt(sqrt(ds))
+        else:
+            sim = pow(ds, 0.5 * beta)
     rr = r[i] + r[j]
     if rr < eps:
         rr = eps
@@ -366,8 +381,9 @@ def merge_loop(
     per-row minima (over j > i) are updated: row p is recomputed, rows whose
     cached argmin was p or q are recomputed, every other row i < p only
     compares its cached minimum with the new d(i, p). No step recomputes
-    all pairs. Initial rows and the row updates run on ``n_threads``
-    OpenMP threads; each row is independent, so results do not depend on it.
+    all pairs. The initial row minima run on ``n_threads`` OpenMP threads
+    (each row is independent, so results do not depend on it); the merges
+    are sequential.
     """
     cdef Py_ssize_t k0 = C.shape[0], d = C.shape[1]
     cdef Py_ssize_t i, j, f, step, n_steps = k0 - n_target, p, q, g, a
@@ -429,7 +445,9 @@ def merge_loop(
             r[p] = rsum / nm
             # cached row minima
             _row_min(C, S, r, active, p, beta, l1, eps, rowmin, rowarg)
-            for i in prange(q, schedule="static", num_threads=nt):
+            # sequential: a parallel region per merge (k0 of them) costs more than it saves,
+            # and collapses when a core is busy (each barrier waits for a descheduled thread)
+            for i in range(q):
                 if not active[i] or i == p:
                     pass
                 elif rowarg[i] == q or (i < p and rowarg[i] == p):
