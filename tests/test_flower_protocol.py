@@ -49,6 +49,8 @@ def _memory_send(workers, *, broken=(), garbage=(), calls=None):
     ("kfed", {"n_clusters": 4}),
     ("fedhire", {"n_clusters": 4}),
     ("gold", {"n_clusters": 4, "mcpl_tol": 1e-3}),
+    ("fedkstarhc", {"n_clusters": 4, "micro": "kmeans"}),
+    ("fedkstarhc", {"n_clusters": None}),
 ])
 def test_distributed_labels_equal_fit_clients(tmp_path, method, params):
     X_clients, _ = load_split("US")
