@@ -31,7 +31,9 @@ HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
 DATASETS = ["pageblock", "yeast", "abalone", "breast", "digits", "gaussian", "ids2", "ids2_22", "ids2_2k22"]
 #: merge exponent used for the paper's tables (text and Fig. 6)
-PAPER_BETA = {"pageblock": 1.5, "yeast": 0.1, "abalone": 8.0, "breast": 2.0}
+PAPER_BETA = {"pageblock": 1.5, "yeast": 0.1, "abalone": 8.0, "breast": 2.0, "ids2_non_iid": 0.4}
+#: Table 5 (non-IID "cluster absence", Z = 3, two clusters per client; spec §5 label-skew split)
+NON_IID = ["ids2_non_iid", "gaussian_non_iid"]
 #: Table 4 / 6, Fed-k*-HC column: (F, Acc, NMI, ARI, DCV) as (mean, std)
 PAPER = {
     "pageblock": [(0.9040, 0.0177), (0.9610, 0.0430), (0.1543, 0.0630), (0.2933, 0.1154), (0.1130, 0.0174)],
@@ -43,10 +45,12 @@ PAPER = {
     "ids2": [(0.9935, 0), (0.9934, 0), (0.9669, 0), (0.9814, 0), (0.0173, 0)],
     "ids2_22": [(1.0, 0), (1.0, 0), (1.0, 0), (1.0, 0), (0.0, 0)],
     "ids2_2k22": [(0.9963, 0), (0.9963, 0), (0.9609, 0), (0.9835, 0), (0.0097, 0)],
+    "ids2_non_iid": [(0.9984, 0), (0.9984, 0), (0.9917, 0), (0.9952, 0), (0.0041, 0)],
+    "gaussian_non_iid": [(0.9960, 0), (0.9960, 0), (0.9761, 0), (0.9914, 0), (0.0060, 0)],
 }
 #: Table 7 (SNC k*) and Fig. 4 (k* against t)
 PAPER_KSTAR = {"pageblock": 3, "yeast": 6, "abalone": 4, "breast": 5, "digits": 9, "ids2_22": 2, "ids2_2k22": 3,
-               "ids2": 5, "gaussian": 4}
+               "ids2": 5, "gaussian": 4, "ids2_non_iid": 5, "gaussian_non_iid": 4}
 T_GRID = [20, 22.5, 25, 27.5, 30, 32.5, 35, 37.5, 40]
 #: SNC variants reported (spec A6, A13): the literal default, Fig. 2's "mutual" SNN, and mutual SNN
 #: counting only components of >= 2 nodes
@@ -65,13 +69,33 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray]:
     return (X - lo) / span * (hi > lo), y  # constant feature -> 0 (spec §3.0)
 
 
+def label_skew(y: np.ndarray, n_clients: int, seed: int, per_client: int = 2) -> list[np.ndarray]:
+    """Spec §5: client z holds clusters {(2z + i) mod K}; a cluster held by h clients is cut
+    into h nearly equal random parts."""
+    K = int(y.max()) + 1
+    held = [[(per_client * z + i) % K for i in range(per_client)] for z in range(n_clients)]
+    rng = np.random.default_rng(seed)
+    parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+    for c in range(K):
+        owners = [z for z in range(n_clients) if c in held[z]]
+        for z, chunk in zip(owners, np.array_split(rng.permutation(np.flatnonzero(y == c)), len(owners))):
+            parts[z].append(chunk)
+    return [np.sort(np.concatenate(p)) for p in parts]
+
+
 def run(name: str, seed: int, micro: str, n_clients: int) -> dict:
     from fastfc import FedKStarHC
     from fastfc.metrics import evaluate_kstar_hc
 
-    X, y = load(name)
-    K = int(np.unique(y).size)
-    parts = np.array_split(np.random.default_rng(seed).permutation(len(X)), n_clients)
+    if name in NON_IID:
+        X, y = load(name[: -len("_non_iid")])
+        K = int(np.unique(y).size)
+        parts = label_skew(y, 3, seed)
+        n_clients = 3
+    else:
+        X, y = load(name)
+        K = int(np.unique(y).size)
+        parts = np.array_split(np.random.default_rng(seed).permutation(len(X)), n_clients)
     Xc, yc = [X[p] for p in parts], [y[p] for p in parts]
     y_all = np.concatenate(yc)
     beta = PAPER_BETA.get(name, 0.5)
@@ -89,7 +113,7 @@ def run(name: str, seed: int, micro: str, n_clients: int) -> dict:
         labels = np.concatenate([est.client_assign(x, st, r) for x, (_, st), r in zip(Xc, out, replies)])
         return model, labels, dt
 
-    rec = {"dataset": name, "seed": seed, "micro": micro, "K": K, "beta": beta, "k0": int(sum(s.counts.size for s in summaries)),
+    rec = {"dataset": name, "seed": seed, "micro": micro, "K": K, "beta": beta, "n_clients": n_clients, "k0": int(sum(s.counts.size for s in summaries)),
            "client_seconds": t_client}
     model, labels, dt = server(n_clusters=K)
     rec["given"] = {**evaluate_kstar_hc(y_all, labels), "server_seconds": dt}
@@ -120,10 +144,10 @@ def report(recs: list[dict]) -> str:
     for micro in micros:
         rs = [r for r in recs if r["micro"] == micro]
         seeds = sorted({r["seed"] for r in rs})
-        lines.append(f"\n### k given (n_clusters = K), micro={micro}, Z=3 IID, seeds {seeds[0]}-{seeds[-1]}, paper's beta\n")
+        lines.append(f"\n### k given (n_clusters = K), micro={micro}, Z={rs[0]['n_clients']} IID (non-IID sets: Z=3 label skew), seeds {seeds[0]}-{seeds[-1]}, paper's beta\n")
         lines.append("| dataset | β | k0 | F ours | F paper | Acc ours | Acc paper | NMI ours | NMI paper | ARI ours | ARI paper | DCV ours | DCV paper |")
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for name in DATASETS:
+        for name in DATASETS + NON_IID:
             rr = [r for r in rs if r["dataset"] == name]
             if not rr:
                 continue
@@ -137,7 +161,7 @@ def report(recs: list[dict]) -> str:
             lines.append("| dataset | K | paper k* | ours t=35 (per seed) | F at t=35 | ARI at t=35 | nodes | b_opt | "
                          + " | ".join(f"t={t}" for t in T_GRID) + " |")
             lines.append("|---|---|---|---|---|---|---|---|" + "---|" * len(T_GRID))
-            for name in DATASETS:
+            for name in DATASETS + NON_IID:
                 rr = [r for r in rs if r["dataset"] == name]
                 if not rr:
                     continue
@@ -149,7 +173,7 @@ def report(recs: list[dict]) -> str:
                     + " | ".join(f"{np.median([r[f'kstar_by_t_{cname}'][str(t)] for r in rr]):g}" for t in T_GRID) + " |"
                 )
             med = {n: {t: np.median([r[f"kstar_by_t_{cname}"][str(t)] for r in rs if r["dataset"] == n]) for t in T_GRID}
-                   for n in DATASETS if any(r["dataset"] == n for r in rs)}
+                   for n in DATASETS + NON_IID if any(r["dataset"] == n for r in rs)}
             trueK = {n: next(r["K"] for r in rs if r["dataset"] == n) for n in med}
             lines.append("\nmedian k* = paper's Table 7 k*: " + ", ".join(
                 f"t={t}: {sum(med[n][t] == PAPER_KSTAR[n] for n in med)}/{len(med)}" for t in T_GRID))
@@ -162,10 +186,10 @@ def report(recs: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--datasets", default=",".join(DATASETS + NON_IID))
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--micro", default="snp,kmeans")
-    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=3, help="clients of the IID splits (the non-IID sets always use 3)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true", help="only print the tables of an existing --json")
     args = ap.parse_args(argv)
