@@ -29,6 +29,9 @@ SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
 METRICS = ["purity", "ari", "nmi", "acc"]
 REFERENCE_FILE = {"kfed": "kfed_ref.jsonl", "fedhire": "fedhire_ref.jsonl", "gold": "fedhire_ref.jsonl",
                   "feca": "kfed_ref.jsonl"}  # FeCA is compared with k-FED, its baseline
+#: methods without a reference run of their own: show these references' ARI/NMI for context
+CONTEXT_REFERENCES = {"fedkstarhc": ["kfed", "fedhire", "ffcm"]}
+CONTEXT_FILE = {"ffcm": "ffcm_ref.jsonl"}
 
 
 def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
@@ -42,6 +45,9 @@ def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
     if method in ("fedhire", "gold") and preset == "reference":
         # the authors' behaviour: NaN elimination rules made explicit, 0.5 n candidates uncapped
         return dict(semantics="reference")
+    if method == "fedkstarhc" and preset in ("kmeans", "snp"):
+        # Fed-k*-HC with k given (the splits' K) and the chosen micro-partitioner
+        return dict(micro=preset)
     if method in ("fedhire", "gold") and preset.startswith("cap"):
         # robust semantics with another candidate cap, e.g. "cap64"; "capnone" = uncapped
         cap = preset[3:]
@@ -64,7 +70,8 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def load_reference(method: str) -> dict[str, dict[str, list[float]]]:
-    path = SHARED / "reference_results" / REFERENCE_FILE.get(method, "")
+    fname = REFERENCE_FILE.get(method, CONTEXT_FILE.get(method, ""))
+    path = SHARED / "reference_results" / fname
     ref: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     if not path.is_file():
         return ref
@@ -107,7 +114,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("method")
     ap.add_argument("--preset", default="default",
-                    help="parameter preset: default | reference | capN / capnone (fedhire, gold) | ninitN (feca)")
+                    help="parameter preset: default | reference | capN / capnone (fedhire, gold) | ninitN (feca) | kmeans / snp (fedkstarhc)")
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--n-jobs", type=int, default=1)
@@ -116,6 +123,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     seeds = parse_seeds(args.seeds)
+    if args.method.lower().replace("-", "").replace("_", "") in CONTEXT_REFERENCES:
+        return main_context(args, seeds)
     ref = load_reference(args.method)
     rows, raw = [], {}
     for split in args.splits.split(","):
@@ -139,6 +148,35 @@ def main(argv=None) -> int:
           f"time = median over seeds of the median of {args.repeats} whole fits (JIT warm)\n")
     print("| split | Purity | ARI | NMI | ACC | ref ARI | ref NMI | ΔARI | ΔNMI | ms (ours) | ms (ref) | ref/ours |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(raw, indent=1))
+    return 0
+
+
+def main_context(args, seeds: list[int]) -> int:
+    """Table of a method with no reference run of its own: our scores and time, with the
+    other methods' reference ARI/NMI on the same splits for context."""
+    import platform
+
+    method = args.method.lower().replace("-", "").replace("_", "")
+    others = CONTEXT_REFERENCES[method]
+    refs = {o: load_reference(o) for o in others}
+    rows, raw = [], {}
+    for split in args.splits.split(","):
+        ours = run_split(method, split, args.preset, seeds, args.n_jobs, args.repeats)
+        raw[split] = ours
+        cells = " | ".join(f"{fmt(refs[o].get(split, {}).get('ari', []))} / {fmt(refs[o].get(split, {}).get('nmi', []))}"
+                           for o in others)
+        rows.append(f"| {split} | " + " | ".join(fmt(ours[m]) for m in METRICS)
+                    + f" | {float(np.median(ours['seconds'])) * 1e3:.1f} | {cells} |")
+        print(f"done {split}", file=sys.stderr)
+    print(f"{method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}, {os.cpu_count()} cores, "
+          f"{platform.machine()}, Python {platform.python_version()}; no reference implementation exists: the last "
+          f"columns are other methods' reference ARI / NMI on the same splits, for context; time = median over seeds "
+          f"of the median of {args.repeats} whole fits\n")
+    print("| split | Purity | ARI | NMI | ACC | ms (ours) | " + " | ".join(f"{o} ref ARI / NMI" for o in others) + " |")
+    print("|---|---|---|---|---|---|" + "---|" * len(others))
     print("\n".join(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1))

@@ -19,8 +19,9 @@ _ESTIMATORS = {
     "FedHIRE": "fastfc.fed_hire",
     "GOLD": "fastfc.gold",
     "FeCA": "fastfc.feca",
+    "FedKStarHC": "fastfc.fed_kstar_hc",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc")
 
 __all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
 

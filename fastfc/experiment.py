@@ -20,6 +20,7 @@ METHODS: dict[str, str] = {
     "fedhire": "fastfc.fed_hire:FedHIRE",
     "gold": "fastfc.gold:GOLD",
     "feca": "fastfc.feca:FeCA",
+    "fedkstarhc": "fastfc.fed_kstar_hc:FedKStarHC",
 }
 
 

@@ -50,6 +50,8 @@ def _memory_send(workers, *, broken=(), garbage=(), calls=None):
     ("fedhire", {"n_clusters": 4}),
     ("gold", {"n_clusters": 4, "mcpl_tol": 1e-3}),
     ("feca", {"n_clusters": 4}),
+    ("fedkstarhc", {"n_clusters": 4, "micro": "kmeans"}),
+    ("fedkstarhc", {"n_clusters": None}),
 ])
 def test_distributed_labels_equal_fit_clients(tmp_path, method, params):
     X_clients, _ = load_split("US")

@@ -1,0 +1,465 @@
+# cython: language_level=3
+"""Numeric kernels of Fed-k*-HC (spec ``shared/specs/fed_kstar_hc.md``).
+
+Numeric work only; inputs are validated and laid out by
+:mod:`fastfc.fed_kstar_hc`. Plain NumPy references live in
+``tests/reference_kstar.py``.
+
+* :func:`snp_epoch` - one online pass of SNP competitive learning (Eqs. 1-2).
+* :func:`gcs_adapt` - a block of Growing-Cell-Structures adaptation steps.
+* :func:`pairwise_upper` - the upper triangle of the Euclidean distance matrix.
+* :func:`knn_refine` - exact k-NN lists (ties to the lowest index) from
+  KD-tree candidate lists.
+* :func:`mutual_pairs` - mutual (loose natural neighbour) pairs with both ranks.
+* :func:`lnn_counts` - N_total(b) and N_short(b) for every b in one pass.
+* :func:`pair_dists` - distances of given index pairs.
+* :func:`merge_loop` - agglomerative merging with Eq. (21) and cached row minima.
+
+Every distance is ``sqrt(sum_f (u_f - v_f)**2)`` summed in feature order in
+double precision, so the same pair always gets the same bits whichever kernel
+computes it (needed for the strict ``< T`` and ``<= D_s`` comparisons).
+"""
+cimport cython
+import numpy as np
+from cython.parallel cimport prange
+from libc.math cimport sqrt, pow, fabs, INFINITY
+from libc.stdint cimport int64_t, uint8_t
+
+ctypedef fused floating:
+    float
+    double
+
+
+cdef inline double _dist_rows(const double[:, ::1] A, Py_ssize_t i, const double[:, ::1] B, Py_ssize_t j) noexcept nogil:
+    cdef Py_ssize_t f
+    cdef double s = 0.0, t
+    for f in range(A.shape[1]):
+        t = A[i, f] - B[j, f]
+        s = s + t * t
+    return sqrt(s)
+
+
+# --------------------------------------------------------------------- SNP
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def snp_epoch(
+    const floating[:, ::1] X,     # IN  (n, d) client rows
+    const int64_t[::1] perm,      # IN  (n,) visiting order
+    double[:, ::1] M,             # INOUT (k, d) seeds
+    int64_t[::1] wins,            # INOUT (k,) cumulative wins
+    double eta,                   # IN  penalty strength
+):
+    """One online pass of SNP (spec 3.1.2 lines 6-12), sequential by nature.
+
+    For each row x (in ``perm`` order): the winner c = argmin ||x - M_j||^2
+    (ties to the lowest j) gains a win, moves by delta = alpha (x - M_c) with
+    alpha = 1/(w_c + 1); every other seed j moves by
+    -eta * beta_j * delta, beta_j = min(1, ||x - M_c|| / max(||M_j - M_c||, 1e-12))
+    (M_c already updated).
+    """
+    cdef Py_ssize_t n = perm.shape[0], k = M.shape[0], d = M.shape[1]
+    cdef Py_ssize_t t, i, j, f, c
+    cdef double best, acc, diff, alpha, nx, nm, beta
+    cdef double[::1] delta = np.empty(max(d, 1), dtype=np.float64)
+    with nogil:
+        for t in range(n):
+            i = perm[t]
+            best = INFINITY
+            c = 0
+            for j in range(k):
+                acc = 0.0
+                for f in range(d):
+                    diff = X[i, f] - M[j, f]
+                    acc = acc + diff * diff
+                if acc < best:
+                    best = acc
+                    c = j
+            wins[c] += 1
+            alpha = 1.0 / (wins[c] + 1.0)
+            for f in range(d):
+                delta[f] = alpha * (X[i, f] - M[c, f])
+                M[c, f] = M[c, f] + delta[f]
+            if k > 1:
+                nx = 0.0
+                for f in range(d):
+                    diff = X[i, f] - M[c, f]
+                    nx = nx + diff * diff
+                nx = sqrt(nx)
+                for j in range(k):
+                    if j != c:
+                        nm = 0.0
+                        for f in range(d):
+                            diff = M[j, f] - M[c, f]
+                            nm = nm + diff * diff
+                        nm = sqrt(nm)
+                        if nm < 1e-12:
+                            nm = 1e-12
+                        beta = nx / nm
+                        if beta > 1.0:
+                            beta = 1.0
+                        for f in range(d):
+                            M[j, f] = M[j, f] - eta * beta * delta[f]
+
+
+# --------------------------------------------------------------------- GCS
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def gcs_adapt(
+    const double[:, ::1] P,       # IN  (k0, d) input signals (centroids)
+    const int64_t[::1] draws,     # IN  (T,) indices of the signals of this block
+    double[:, ::1] W,             # INOUT (max_nodes, d) node positions
+    double[::1] E,                # INOUT (max_nodes,) resource counters
+    const uint8_t[:, ::1] adj,    # IN  (max_nodes, max_nodes) adjacency
+    int64_t[::1] hits,            # INOUT (max_nodes,) best-matching-unit counts
+    Py_ssize_t n_nodes,           # IN  active nodes 0..n_nodes-1
+    double eps_b, double eps_n, double beta_err,
+):
+    """``len(draws)`` GCS adaptation steps (spec 3.3 lines 4-6 and 12).
+
+    Error decay ``E *= (1 - beta_err)`` after each step is applied through a
+    running scale factor and folded back at the end of the block.
+    """
+    cdef Py_ssize_t T = draws.shape[0], d = W.shape[1]
+    cdef Py_ssize_t step, i, s, c, f
+    cdef double best, acc, diff, g = 1.0, keep = 1.0 - beta_err
+    with nogil:
+        for step in range(T):
+            i = draws[step]
+            best = INFINITY
+            s = 0
+            for c in range(n_nodes):
+                acc = 0.0
+                for f in range(d):
+                    diff = W[c, f] - P[i, f]
+                    acc = acc + diff * diff
+                if acc < best:
+                    best = acc
+                    s = c
+            hits[s] += 1
+            E[s] = E[s] + best / g
+            for f in range(d):
+                W[s, f] = W[s, f] + eps_b * (P[i, f] - W[s, f])
+            for c in range(n_nodes):
+                if adj[s, c]:
+                    for f in range(d):
+                        W[c, f] = W[c, f] + eps_n * (P[i, f] - W[c, f])
+            g = g * keep
+        for c in range(n_nodes):
+            E[c] = E[c] * g
+
+
+# ---------------------------------------------------------- SNC: distances
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def pairwise_upper(const double[:, ::1] V, double[::1] out, int n_threads=1):
+    """Fill ``out`` (N(N-1)/2,) with D[i, j], i < j, row-major (scipy ``pdist`` order)."""
+    cdef Py_ssize_t N = V.shape[0], i, j, base
+    cdef int nt = max(n_threads, 1)
+    for i in prange(N, nogil=True, schedule="dynamic", num_threads=nt):
+        base = i * N - (i * (i + 1)) // 2
+        for j in range(i + 1, N):
+            out[base + (j - i - 1)] = _dist_rows(V, i, V, j)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def pair_dists(const double[:, ::1] V, const int64_t[:, ::1] pairs, double[::1] out):
+    """``out[m] = ||V[pairs[m, 0]] - V[pairs[m, 1]]||``."""
+    cdef Py_ssize_t m
+    with nogil:
+        for m in range(pairs.shape[0]):
+            out[m] = _dist_rows(V, pairs[m, 0], V, pairs[m, 1])
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def knn_refine(
+    const double[:, ::1] V,       # IN  (N, d) points
+    const int64_t[::1] rows,      # IN  (R,) which points to refine
+    const int64_t[:, ::1] cand,   # IN  (R, K) candidate neighbours (may contain the row itself; <0 = none)
+    bint complete,                # IN  True when the candidates are all points within their largest distance
+    int64_t[:, ::1] nbr,          # OUT (N, B) neighbour lists (rows ``rows`` written)
+    double[:, ::1] nd,            # OUT (N, B) their distances
+    uint8_t[::1] boundary_tie,    # OUT (R,) 1 when an uncandidated point could tie with the B-th neighbour
+):
+    """Exact B-NN lists from candidate lists: distances recomputed, the point
+    itself removed, sorted by (distance, index), the first B kept.
+
+    The candidates of a row are assumed to be its K nearest points (a KD-tree
+    query). Every other point is then at least as far as the largest
+    candidate; when the B-th kept distance equals that largest distance and
+    ``complete`` is False, a point outside the candidates could tie and win
+    on index, so the row is flagged for an exact ball query by the caller.
+    Rows with fewer than B candidates get ``-1`` / ``inf`` padding.
+    """
+    cdef Py_ssize_t R = rows.shape[0], K = cand.shape[1], B = nbr.shape[1]
+    cdef Py_ssize_t r, i, a, b, m, j
+    cdef double dj, dmax
+    cdef double[::1] bufd = np.empty(max(K, 1), dtype=np.float64)
+    cdef int64_t[::1] bufi = np.empty(max(K, 1), dtype=np.int64)
+    with nogil:
+        for r in range(R):
+            i = rows[r]
+            m = 0
+            dmax = -1.0
+            for a in range(K):
+                j = cand[r, a]
+                if j < 0 or j == i:
+                    continue
+                dj = _dist_rows(V, i, V, j)
+                if dj > dmax:
+                    dmax = dj
+                b = m
+                while b > 0 and (bufd[b - 1] > dj or (bufd[b - 1] == dj and bufi[b - 1] > j)):
+                    bufd[b] = bufd[b - 1]
+                    bufi[b] = bufi[b - 1]
+                    b = b - 1
+                bufd[b] = dj
+                bufi[b] = j
+                m = m + 1
+            for b in range(B):
+                if b < m:
+                    nbr[i, b] = bufi[b]
+                    nd[i, b] = bufd[b]
+                else:
+                    nbr[i, b] = -1
+                    nd[i, b] = INFINITY
+            if (not complete) and B >= 1 and m >= B and bufd[B - 1] == dmax:
+                boundary_tie[r] = 1
+            else:
+                boundary_tie[r] = 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def mutual_pairs(
+    const int64_t[:, ::1] nbr,    # IN  (N, B) neighbour lists, rank a+1 at column a
+    const double[:, ::1] nd,      # IN  (N, B) their distances
+    int64_t[:, ::1] pairs,        # OUT (N*B, 2) i < j
+    int64_t[:, ::1] ranks,        # OUT (N*B, 2) R[i, j], R[j, i] (1-based)
+    double[::1] dist,             # OUT (N*B,) D[i, j]
+):
+    """All pairs (i < j) that are in each other's B-NN list (loose natural
+    neighbours at level B), with both ranks. Returns the number of pairs.
+    O(N B^2)."""
+    cdef Py_ssize_t N = nbr.shape[0], B = nbr.shape[1]
+    cdef Py_ssize_t i, a, a2, j, cnt = 0
+    with nogil:
+        for i in range(N):
+            for a in range(B):
+                j = nbr[i, a]
+                if j <= i:
+                    continue
+                for a2 in range(B):
+                    if nbr[j, a2] == i:
+                        pairs[cnt, 0] = i
+                        pairs[cnt, 1] = j
+                        ranks[cnt, 0] = a + 1
+                        ranks[cnt, 1] = a2 + 1
+                        dist[cnt] = nd[i, a]
+                        cnt += 1
+                        break
+    return cnt
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def lnn_counts(
+    const int64_t[:, ::1] ranks,  # IN  (m, 2) ranks of the mutual pairs
+    const double[::1] dist,       # IN  (m,) their distances
+    double T,                     # IN  short-distance threshold (strict <)
+    int64_t[::1] n_total,         # OUT (B+1,) N_total(b), b = 0..B (cumulative)
+    int64_t[::1] n_short,         # OUT (B+1,) N_short(b)
+):
+    """One pass over the mutual pairs: a pair is an LNN pair at every level
+    b >= max(R[i,j], R[j,i]); histogram that level, then prefix-sum, so
+    P_b = N_short(b) / N_total(b) is available for every b at once."""
+    cdef Py_ssize_t m = ranks.shape[0], B = n_total.shape[0] - 1, p, b, mr
+    with nogil:
+        for b in range(B + 1):
+            n_total[b] = 0
+            n_short[b] = 0
+        for p in range(m):
+            mr = ranks[p, 0]
+            if ranks[p, 1] > mr:
+                mr = ranks[p, 1]
+            if mr > B:
+                continue
+            n_total[mr] += 1
+            if dist[p] < T:
+                n_short[mr] += 1
+        for b in range(1, B + 1):
+            n_total[b] += n_total[b - 1]
+            n_short[b] += n_short[b - 1]
+
+
+# ------------------------------------------------------------------- merge
+cdef inline double _merge_d(
+    const double[:, ::1] C, const double[:, ::1] S, const double[::1] r,
+    Py_ssize_t i, Py_ssize_t j, double beta, bint l1, double eps,
+) noexcept nogil:
+    # Eq. (21): ||c_i - c_j||^2 * ||s_i - s_j||^beta / (r_i + r_j).
+    # pow() dominates the cost, so the common exponents 1, 2 and 0.5 are computed
+    # with sqrt / products (same value up to rounding); 0^0 = 1.
+    cdef Py_ssize_t f, d = C.shape[1]
+    cdef double dc2 = 0.0, ds = 0.0, t, sim, rr
+    for f in range(d):
+        t = C[i, f] - C[j, f]
+        dc2 = dc2 + t * t
+    if beta == 0.0:
+        sim = 1.0
+    elif l1:
+        for f in range(d):
+            ds = ds + fabs(S[i, f] - S[j, f])
+        if beta == 1.0:
+            sim = ds
+        elif beta == 2.0:
+            sim = ds * ds
+        elif beta == 0.5:
+            sim = sqrt(ds)
+        else:
+            sim = pow(ds, beta)
+    else:
+        for f in range(d):
+            t = S[i, f] - S[j, f]
+            ds = ds + t * t  # squared L2 norm
+        if beta == 1.0:
+            sim = sqrt(ds)
+        elif beta == 2.0:
+            sim = ds
+        elif beta == 0.5:
+            sim = sqrt(sqrt(ds))
+        else:
+            sim = pow(ds, 0.5 * beta)
+    rr = r[i] + r[j]
+    if rr < eps:
+        rr = eps
+    return dc2 * sim / rr
+
+
+cdef inline void _row_min(
+    const double[:, ::1] C, const double[:, ::1] S, const double[::1] r, const uint8_t[::1] active,
+    Py_ssize_t i, double beta, bint l1, double eps, double[::1] rowmin, int64_t[::1] rowarg,
+) noexcept nogil:
+    cdef Py_ssize_t j, k0 = C.shape[0]
+    cdef double best = INFINITY, v
+    cdef int64_t arg = -1
+    for j in range(i + 1, k0):
+        if active[j]:
+            v = _merge_d(C, S, r, i, j, beta, l1, eps)
+            if v < best or arg < 0:
+                best = v
+                arg = j
+    rowmin[i] = best
+    rowarg[i] = arg
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def merge_loop(
+    double[:, ::1] C,             # INOUT (k0, d) centres used in Eq. (21)
+    double[:, ::1] S,             # INOUT (k0, d) per-feature std vectors
+    double[::1] r,                # INOUT (k0,) radii
+    double[::1] cnt,              # INOUT (k0,) sizes n
+    double[:, ::1] Msub,          # INOUT (k0, d) means of the substitute rows
+    double[:, ::1] M2,            # INOUT (k0, d) sums of squared deviations of the substitute rows
+    const double[:, ::1] Xsub,    # IN  (n, d) stacked substitute rows, subcluster q owns offsets[q]:offsets[q+1]
+    const int64_t[::1] offsets,   # IN  (k0+1,)
+    Py_ssize_t n_target,          # IN  clusters to keep
+    double beta, bint l1, double eps,
+    int64_t[::1] owner,           # OUT (k0,) final slot (smallest member id) of each subcluster
+    int64_t[:, ::1] merges,       # OUT (k0-n_target, 2) merged pairs (p, q), p < q, in order
+    double[::1] heights,          # OUT (k0-n_target,) their Eq. (21) distances
+    int n_threads=1,
+):
+    """Agglomerative merging of spec 3.6 until ``n_target`` clusters remain.
+
+    Each step merges the lexicographically smallest pair (p, q) of minimal
+    Eq. (21) distance into slot p: Chan's combine updates the substitute
+    mean and M2 (so c and s are those of the union's substitute rows), the
+    radius is one pass over the union's substitute rows, and the cached
+    per-row minima (over j > i) are updated: row p is recomputed, rows whose
+    cached argmin was p or q are recomputed, every other row i < p only
+    compares its cached minimum with the new d(i, p). No step recomputes
+    all pairs. The initial row minima run on ``n_threads`` OpenMP threads
+    (each row is independent, so results do not depend on it); the merges
+    are sequential.
+    """
+    cdef Py_ssize_t k0 = C.shape[0], d = C.shape[1]
+    cdef Py_ssize_t i, j, f, step, n_steps = k0 - n_target, p, q, g, a
+    cdef double best, v, na, nb, nm, delta, acc, t, rsum
+    cdef int nt = max(n_threads, 1)
+    cdef double[::1] rowmin = np.empty(max(k0, 1), dtype=np.float64)
+    cdef int64_t[::1] rowarg = np.empty(max(k0, 1), dtype=np.int64)
+    cdef int64_t[::1] head = np.empty(max(k0, 1), dtype=np.int64)
+    cdef int64_t[::1] tail = np.empty(max(k0, 1), dtype=np.int64)
+    cdef int64_t[::1] nxt = np.empty(max(k0, 1), dtype=np.int64)
+    cdef uint8_t[::1] active = np.empty(max(k0, 1), dtype=np.uint8)
+    if k0 == 0:
+        return
+    with nogil:
+        for i in range(k0):
+            head[i] = i
+            tail[i] = i
+            nxt[i] = -1
+            active[i] = 1
+        for i in prange(k0, schedule="dynamic", num_threads=nt):
+            _row_min(C, S, r, active, i, beta, l1, eps, rowmin, rowarg)
+        for step in range(n_steps):
+            # global argmin over the row minima; ties -> smallest row, then smallest column
+            p = -1
+            best = INFINITY
+            for i in range(k0):
+                if active[i] and rowarg[i] >= 0 and (p < 0 or rowmin[i] < best):
+                    best = rowmin[i]
+                    p = i
+            q = rowarg[p]
+            merges[step, 0] = p
+            merges[step, 1] = q
+            heights[step] = best
+            # Chan's parallel combine of (n, mean, M2) on substitute rows
+            na = cnt[p]
+            nb = cnt[q]
+            nm = na + nb
+            for f in range(d):
+                delta = Msub[q, f] - Msub[p, f]
+                Msub[p, f] = Msub[p, f] + delta * nb / nm
+                M2[p, f] = M2[p, f] + M2[q, f] + delta * delta * na * nb / nm
+                C[p, f] = Msub[p, f]
+                S[p, f] = sqrt(M2[p, f] / (nm - 1.0)) if nm > 1.0 else 0.0
+            cnt[p] = nm
+            nxt[tail[p]] = head[q]
+            tail[p] = tail[q]
+            active[q] = 0
+            # radius: mean distance of the union's substitute rows to the new centre
+            rsum = 0.0
+            g = head[p]
+            while g >= 0:
+                for a in range(offsets[g], offsets[g + 1]):
+                    acc = 0.0
+                    for f in range(d):
+                        t = Xsub[a, f] - C[p, f]
+                        acc = acc + t * t
+                    rsum = rsum + sqrt(acc)
+                g = nxt[g]
+            r[p] = rsum / nm
+            # cached row minima
+            _row_min(C, S, r, active, p, beta, l1, eps, rowmin, rowarg)
+            # sequential: a parallel region per merge (k0 of them) costs more than it saves,
+            # and collapses when a core is busy (each barrier waits for a descheduled thread)
+            for i in range(q):
+                if not active[i] or i == p:
+                    pass
+                elif rowarg[i] == q or (i < p and rowarg[i] == p):
+                    _row_min(C, S, r, active, i, beta, l1, eps, rowmin, rowarg)
+                elif i < p:
+                    v = _merge_d(C, S, r, i, p, beta, l1, eps)
+                    if v < rowmin[i] or (v == rowmin[i] and p < rowarg[i]):
+                        rowmin[i] = v
+                        rowarg[i] = p
+        for i in range(k0):
+            if active[i]:
+                g = head[i]
+                while g >= 0:
+                    owner[g] = i
+                    g = nxt[g]
