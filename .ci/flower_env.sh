@@ -25,9 +25,12 @@ print("certifi")
 PY
   "$VENV/bin/pip" install -q "$tmp"/flwr-*.whl --no-deps >&2
   "$VENV/bin/pip" install -q -r "$tmp/deps.txt" >&2
-  "$VENV/bin/pip" install -q cython setuptools wheel >&2
-  "$VENV/bin/pip" install -q --no-build-isolation . >&2
   rm -rf "$tmp"
 fi
+# build requirements of fastfc (its Cython kernels cimport scipy's BLAS)
+"$VENV/bin/pip" install -q "cython>=3.0.11,<4" setuptools wheel numpy scipy >&2
+# always the working tree's fastfc (not one left from an earlier run)
+"$VENV/bin/pip" install -q --no-build-isolation --force-reinstall --no-deps . >&2
+"$VENV/bin/pip" install -q --no-build-isolation . >&2
 "$VENV/bin/python" -c "import flwr, fastfc.flower; assert flwr.__version__ == '$FLWR', flwr.__version__" >&2
 echo "$(cd "$VENV/bin" && pwd)"

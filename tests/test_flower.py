@@ -36,11 +36,12 @@ def federation(tmp_path):
         yield fed, app, X_clients
 
 
-def test_kfed_and_gold_over_real_supernodes_equal_fit_clients(federation):
+def test_every_method_over_real_supernodes_equals_fit_clients(federation):
     fed, app, X_clients = federation
     fed.wait_online()
-    for method, params in (("kfed", {"n_clusters": 4}), ("gold", {"n_clusters": 4})):
-        report = fed.workdir / f"report-{method}.json"
+    for method, params in (("kfed", {"n_clusters": 4}), ("gold", {"n_clusters": 4}), ("feca", {"n_clusters": 4}),
+                           ("fedkstarhc", {"n_clusters": 4, "micro": "kmeans"}), ("fedkstarhc", {"n_clusters": None})):
+        report = fed.workdir / f"report-{method}-{params['n_clusters']}.json"
         status, details = fed.run(app, {"method": method, "params": params, "random-state": 5,
                                         "report-path": str(report)})
         assert status == "finished:completed", details
