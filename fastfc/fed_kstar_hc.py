@@ -52,7 +52,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._kernels import _kstar
 from ._parallel import effective_n_jobs, sklearn_seed
 from .base import BaseFederatedClusterer
-from .protocol import ArraySpec, Message, MessageError
+from .protocol import ArraySpec, LocalToGlobalReply, Message, MessageError
 
 __all__ = [
     "FedKStarHC",
@@ -195,30 +195,13 @@ class FedKStarHCModel(Message):
 
 
 @dataclass(frozen=True, eq=False)
-class FedKStarHCReply(Message):
-    """What the server sends back to one client.
-
-    Attributes
-    ----------
-    centers : ndarray of shape (n_clusters, n_features)
-        Global cluster centres (for ``predict``).
-    local_to_global : ndarray of shape (k_z,), int
-        Global cluster of each of the client's subclusters.
-    n_features : int
-    """
+class FedKStarHCReply(LocalToGlobalReply):
+    """What the server sends back to one Fed-k*-HC client: the global ``centers`` (n_clusters,
+    n_features, for ``predict``) and ``local_to_global`` (k_z,), the global cluster of each of
+    its subclusters (see :class:`~fastfc.protocol.LocalToGlobalReply`)."""
 
     METHOD = "fedkstarhc"
     KIND = "reply"
-    ARRAYS = {"centers": ArraySpec("f", 2), "local_to_global": ArraySpec("i", 1, min_value=0)}
-    centers: np.ndarray
-    local_to_global: np.ndarray
-    n_features: int
-
-    def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
-        if self.local_to_global.size and self.local_to_global.max() >= self.centers.shape[0]:
-            self._fail("local_to_global refers to a global cluster that does not exist")
 
 
 # -------------------------------------------------------------- client phase

@@ -23,7 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._parallel import limit_openmp_this_thread, sklearn_seed
 from .base import BaseFederatedClusterer
-from .protocol import ArraySpec, CentersSummary, Message, MessageError
+from .protocol import ArraySpec, CentersSummary, LocalToGlobalReply, Message, MessageError
 
 __all__ = ["KFed", "KFedSummary", "KFedModel", "KFedReply", "local_awasthi_sheffet", "farthest_first_seeds"]
 
@@ -62,29 +62,13 @@ class KFedModel(Message):
 
 
 @dataclass(frozen=True, eq=False)
-class KFedReply(Message):
-    """What the server sends back to one client.
-
-    Attributes
-    ----------
-    centers : ndarray of shape (n_clusters, n_features)
-        Global centres.
-    local_to_global : ndarray of shape (n_local,), dtype=int64
-        Global cluster of each of this client's local centres.
-    """
+class KFedReply(LocalToGlobalReply):
+    """What the server sends back to one k-FED client: the global ``centers`` (n_clusters,
+    n_features) and ``local_to_global`` (n_local,), the global cluster of each of its local
+    centres (see :class:`~fastfc.protocol.LocalToGlobalReply`)."""
 
     METHOD = "kfed"
     KIND = "reply"
-    ARRAYS = {"centers": ArraySpec("f", 2), "local_to_global": ArraySpec("i", 1, min_value=0)}
-    centers: np.ndarray
-    local_to_global: np.ndarray
-    n_features: int
-
-    def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
-        if self.local_to_global.size and self.local_to_global.max() >= self.centers.shape[0]:
-            self._fail("local_to_global refers to a global cluster that does not exist")
 
 
 # ------------------------------------------------------------ client phase

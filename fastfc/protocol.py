@@ -318,3 +318,30 @@ class CentersSummary(Message):
             self._fail("a client must upload at least one prototype")
         if self.centers.shape[1] != self.n_features:
             self._fail(f"centers have {self.centers.shape[1]} columns but n_features={self.n_features}")
+
+
+@dataclass(frozen=True, eq=False)
+class LocalToGlobalReply(Message):
+    """Base of the replies that map each of a client's local prototypes to a global cluster.
+
+    Subclasses set ``METHOD`` and ``KIND``; this class is not registered itself.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_clusters, n_features)
+        Global cluster centres.
+    local_to_global : ndarray of shape (n_local,), dtype=int64
+        Global cluster of each of the client's local prototypes.
+    n_features : int
+    """
+
+    ARRAYS = {"centers": ArraySpec("f", 2), "local_to_global": ArraySpec("i", 1, min_value=0)}
+    centers: np.ndarray
+    local_to_global: np.ndarray
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
+            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        if self.local_to_global.size and self.local_to_global.max() >= self.centers.shape[0]:
+            self._fail("local_to_global refers to a global cluster that does not exist")

@@ -69,6 +69,16 @@ def _check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     return value
 
 
+def _check_alpha(alpha) -> float:
+    """A Dirichlet concentration: a positive finite real number."""
+    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, Real):
+        raise TypeError(f"alpha must be a positive number, got {alpha!r}")
+    alpha = float(alpha)
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a positive finite number, got {alpha}")
+    return alpha
+
+
 def _check_labels(y: ArrayLike, name: str = "y") -> tuple[np.ndarray, int]:
     """Labels as codes ``0..K-1`` (in sorted order of the original values) and ``K``."""
     if y is None:
@@ -258,11 +268,7 @@ def partition_dirichlet(
     codes, n_classes = _check_labels(y)
     n_clients = _check_int(n_clients, "n_clients", minimum=1)
     min_size = _check_int(min_size, "min_size", minimum=1)
-    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, Real):
-        raise TypeError(f"alpha must be a positive number, got {alpha!r}")
-    alpha = float(alpha)
-    if not (math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a positive finite number, got {alpha}")
+    alpha = _check_alpha(alpha)
     n = codes.size
     if n < n_clients * min_size:
         raise ValueError(
@@ -806,11 +812,7 @@ def partition_dirichlet_hsu(
     codes, n_classes = _check_labels(y)
     n_clients = _check_int(n_clients, "n_clients", minimum=1)
     min_size = _check_int(min_size, "min_size", minimum=0)
-    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, Real):
-        raise TypeError(f"alpha must be a positive number, got {alpha!r}")
-    alpha = float(alpha)
-    if not (math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a positive finite number, got {alpha}")
+    alpha = _check_alpha(alpha)
     n = codes.size
     if n < n_clients * min_size:
         raise ValueError(f"cannot give each of {n_clients} clients at least {min_size} sample(s): only {n} samples")
