@@ -2,10 +2,10 @@
 
 * ``FedKStarHCScaleN``: a whole fit (every client, the server, the labelling of all rows) on a
   5-cluster, 10-feature isotropic Gaussian mixture over 10 clients, n = 10^4 .. 10^6, with the
-  k-means micro-partitioner and a fixed budget of 100 subclusters per client (``n_micro=100``,
-  linear in n) and with the spec's ``ceil(sqrt(n_z))`` budget (``n_micro=None``, O(n^1.5) client
-  cost by construction). SNP is not benchmarked at scale: its insertion loop is
-  O(k_max^2 * epochs * n_z * d) per client (spec §4).
+  k-means micro-partitioner and 100 subclusters per client (``"kmeans100"``, linear in n) and with
+  the estimator's defaults (``"default"``: ``micro="auto"`` runs SNP, whose cost grows as n_z^2,
+  on clients of up to 2048 rows, i.e. at n = 10^4 here, and k-means above; the budget is
+  min(ceil(sqrt(n_z)), 100) subclusters per client).
 * ``FedKStarHCServer``: the server phase alone on 10 000 uploaded subclusters (10 clients x 1000,
   10 substitute rows each, d = 10), with k given (merge only) and with k* estimated (GCS + SNC +
   merge).
@@ -43,24 +43,28 @@ def synthetic_summaries(n_subclusters=10_000, n_clients=10, n_features=10, n_tru
 
 
 class FedKStarHCScaleN:
-    params = ([10_000, 30_000, 100_000, 300_000, 1_000_000], [100, None])
-    param_names = ["n_samples", "n_micro"]
+    # "kmeans100": k-means with 100 subclusters per client; "default": the estimator's defaults
+    # (micro="auto": SNP below 2048 rows per client, so the 10^4 point runs SNP)
+    params = ([10_000, 30_000, 100_000, 300_000, 1_000_000], ["kmeans100", "default"])
+    param_names = ["n_samples", "config"]
     timeout = 1200
 
-    def setup(self, n_samples, n_micro):
+    def setup(self, n_samples, config):
         self.X_clients, self.y = _clients(n_samples, 10)
 
-    def _est(self, n_micro):
-        return FedKStarHC(n_clusters=5, micro="kmeans", n_micro=n_micro, random_state=0, n_jobs=1)
+    def _est(self, config):
+        if config == "default":
+            return FedKStarHC(n_clusters=5, random_state=0, n_jobs=1)
+        return FedKStarHC(n_clusters=5, micro="kmeans", n_micro=100, random_state=0, n_jobs=1)
 
-    def time_fit(self, n_samples, n_micro):
-        self._est(n_micro).fit_clients(self.X_clients)
+    def time_fit(self, n_samples, config):
+        self._est(config).fit_clients(self.X_clients)
 
-    def peakmem_fit(self, n_samples, n_micro):
-        self._est(n_micro).fit_clients(self.X_clients)
+    def peakmem_fit(self, n_samples, config):
+        self._est(config).fit_clients(self.X_clients)
 
-    def track_ari(self, n_samples, n_micro):
-        return adjusted_rand_score(self.y, self._est(n_micro).fit_clients(self.X_clients).labels_)
+    def track_ari(self, n_samples, config):
+        return adjusted_rand_score(self.y, self._est(config).fit_clients(self.X_clients).labels_)
 
 
 class FedKStarHCServer:

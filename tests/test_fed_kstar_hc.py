@@ -503,3 +503,26 @@ def test_paper_metrics_reproduce_table6_fedms_row():
     assert round(s["ari"], 4) == 0.0001
     assert round(s["dcv"], 4) == 1.4001 == round(dcv(y, p), 4)
     assert s["acc"] == pytest.approx(0.505)
+
+
+def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
+    """``micro="auto"`` (default): SNP up to SNP_MAX_ROWS rows per client, k-means above;
+    the default budget is min(ceil(sqrt(n_z)), MICRO_BUDGET_CAP) subclusters per client."""
+    from fastfc.fed_kstar_hc import MICRO_BUDGET_CAP, SNP_MAX_ROWS
+
+    rng = np.random.default_rng(0)
+    small = rng.normal(size=(300, 3))
+    large = np.concatenate([rng.normal(size=(SNP_MAX_ROWS, 3)), rng.normal(loc=5.0, size=(20_000 - SNP_MAX_ROWS, 3))])
+    for X, explicit in ((small, "snp"), (large, "kmeans")):
+        auto = FedKStarHC(n_clusters=2, random_state=1).client_summarize(X)[0]
+        same = FedKStarHC(n_clusters=2, micro=explicit, random_state=1).client_summarize(X)[0]
+        np.testing.assert_array_equal(auto.counts, same.counts)
+        np.testing.assert_array_equal(auto.centers, same.centers)
+    # on the small client the choice matters, so the equality above is informative
+    km = FedKStarHC(n_clusters=2, micro="kmeans", random_state=1).client_summarize(small)[0]
+    snp = FedKStarHC(n_clusters=2, micro="snp", random_state=1).client_summarize(small)[0]
+    assert not (km.counts.shape == snp.counts.shape and np.array_equal(km.centers, snp.centers))
+    # sqrt(20 000) = 142 > cap: the large client is cut into at most MICRO_BUDGET_CAP subclusters
+    big = FedKStarHC(n_clusters=2, random_state=1).client_summarize(large)[0]
+    assert 50 < big.counts.size <= MICRO_BUDGET_CAP
+    assert big.counts.sum() == large.shape[0]
