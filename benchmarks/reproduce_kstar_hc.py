@@ -54,10 +54,11 @@ PAPER_KSTAR = {"pageblock": 3, "yeast": 6, "abalone": 4, "breast": 5, "digits": 
 T_GRID = [20, 22.5, 25, 27.5, 30, 32.5, 35, 37.5, 40]
 #: SNC variants reported (spec A6, A13): the literal default, Fig. 2's "mutual" SNN, and mutual SNN
 #: counting only components of >= 2 nodes
-SNC_CONFIGS = {"equal_rank": {}, "mutual": {"snn_mode": "mutual"},
-               "mutual_mcs2": {"snn_mode": "mutual", "min_component_size": 2},
-               "nogcs_mutual": {"use_gcs": False, "snn_mode": "mutual"},
-               "prune_mutual": {"prune_dead_nodes": True, "snn_mode": "mutual"}}
+SNC_CONFIGS = {"default": {}, "equal_rank": {"prune_dead_nodes": False, "min_component_size": 1},
+               "mutual": {"snn_mode": "mutual", "prune_dead_nodes": False, "min_component_size": 1},
+               "mutual_mcs2": {"snn_mode": "mutual", "prune_dead_nodes": False, "min_component_size": 2},
+               "nogcs_mutual": {"use_gcs": False, "snn_mode": "mutual", "min_component_size": 1},
+               "prune_mutual": {"prune_dead_nodes": True, "snn_mode": "mutual", "min_component_size": 1}}
 METRICS = ["f_measure", "acc_paper", "nmi", "ari", "dcv"]
 
 

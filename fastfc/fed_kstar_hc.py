@@ -796,10 +796,18 @@ class FedKStarHC(BaseFederatedClusterer):
         GCS node budget; None means ``clamp(ceil(k0 / n_clients), 3, k0)``.
     gcs_steps : int, default=20000
         GCS adaptation steps after the last node insertion.
-    prune_dead_nodes : bool, default=False
+    prune_dead_nodes : bool, default=True
         Drop GCS nodes that never win during those steps.
-    min_component_size : int, default=1
+    min_component_size : int, default=2
         SNC counts only components with at least this many nodes.
+        The defaults of these two (spec A13 options) answer SNC's main
+        failure, isolated GCS nodes that count as clusters. The literal
+        paper is ``prune_dead_nodes=False, min_component_size=1``. Over the
+        nine datasets and the two non-IID sets (k-means micro, Z = 3, seeds
+        0-9, 110 runs) k* = K in 23 runs with the defaults against 8 with the
+        literal reading (21 with ``snn_mode="mutual"``), mean |k* - K| 1.7
+        against 4.3, and the same ordering on seeds 0-4 and on the held-out
+        seeds 5-9. Still far from the paper's Table 7.
     beta : float, default=1.0
         Merge exponent of the std-similarity term (Eq. 23).
     sim_norm : {"l2", "l1"}, default="l2"
@@ -900,8 +908,8 @@ class FedKStarHC(BaseFederatedClusterer):
         use_gcs: bool = True,
         gcs_max_nodes: int | None = None,
         gcs_steps: int = 20000,
-        prune_dead_nodes: bool = False,
-        min_component_size: int = 1,
+        prune_dead_nodes: bool = True,
+        min_component_size: int = 2,
         beta: float = 1.0,
         sim_norm: str = "l2",
         center_source: str = "substitute",

@@ -526,3 +526,18 @@ def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
     big = FedKStarHC(n_clusters=2, random_state=1).client_summarize(large)[0]
     assert 50 < big.counts.size <= MICRO_BUDGET_CAP
     assert big.counts.sum() == large.shape[0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_default_snc_finds_three_separated_blobs_where_the_literal_reading_overcounts(seed):
+    """The estimator's SNC defaults (prune dead GCS nodes, count components of >= 2 nodes;
+    spec A13) find k* = 3 on three separated blobs; the literal paper settings count
+    isolated GCS nodes as clusters here (k* = 4 or 5 on these seeds)."""
+    rng = np.random.default_rng(seed)
+    C = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    X = np.vstack([c + rng.normal(size=(600, 2)) for c in C])
+    X = X[rng.permutation(len(X))]
+    Xc = np.array_split(X, 3)
+    assert FedKStarHC(micro="kmeans", random_state=seed).fit_clients(Xc).n_clusters_ == 3
+    literal = FedKStarHC(micro="kmeans", random_state=seed, prune_dead_nodes=False, min_component_size=1)
+    assert literal.fit_clients(Xc).n_clusters_ > 3
