@@ -41,6 +41,19 @@ def _parse_value(text: str) -> Any:
     return text
 
 
+def _n_clusters_arg(text: str) -> int | str:
+    """``--n-clusters``: a positive integer or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {value}")
+    return value
+
+
 def _parse_params(items: list[str]) -> dict[str, Any]:
     out = {}
     for item in items:
@@ -67,7 +80,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration for --split dirichlet (default 0.5)")
     run.add_argument("--classes-per-client", type=int, default=2, help="for --split classes (default 2)")
     run.add_argument("--seed", type=int, default=0, help="seed of the split and of the method (default 0)")
-    run.add_argument("--n-clusters", type=int, default=None, help="number of clusters (default: number of classes)")
+    run.add_argument("--n-clusters", type=_n_clusters_arg, default=None,
+                     help="number of clusters (default: number of classes); 'auto' lets a method that can "
+                          "estimate it do so (fedkstarhc)")
     run.add_argument("--n-jobs", type=int, default=None, help="threads (default 1; -1 = all cores)")
     run.add_argument("--no-standardize", action="store_true", help="do not z-score the dataset before splitting")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="extra estimator parameter (repeatable)")
@@ -91,7 +106,9 @@ def _build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--split", default="iid", choices=["iid", "dirichlet", "classes", "non-icd"])
     loc.add_argument("--alpha", type=float, default=0.5)
     loc.add_argument("--seed", type=int, default=0, help="seed of the split and of the method (default 0)")
-    loc.add_argument("--n-clusters", type=int, default=None, help="number of clusters (default: number of classes)")
+    loc.add_argument("--n-clusters", type=_n_clusters_arg, default=None,
+                     help="number of clusters (default: number of classes); 'auto' lets a method that can "
+                          "estimate it do so (fedkstarhc)")
     loc.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     loc.add_argument("--workdir", default=None, help="where data, labels, logs and Flower state go (default: a new temp dir)")
     loc.add_argument("--port", type=int, default=29500, help="SuperLink port; SuperNodes use the next N (default 29500)")
@@ -167,7 +184,10 @@ def _cmd_flower(args) -> int:
         k = len({int(v) for y in y_clients for v in y})
     if k is None:
         raise ValueError("--n-clusters is required for data without labels")
-    params = {"n_clusters": int(k), **_parse_params(args.param)}
+    extra = _parse_params(args.param)
+    if "n_clusters" in extra:
+        raise ValueError("give the number of clusters with --n-clusters, not --param n_clusters=...")
+    params = {"n_clusters": None if k == "auto" else int(k), **extra}
     workdir = args.workdir or tempfile.mkdtemp(prefix="fastfc-flower-")
     app = write_app_project(f"{workdir}/app", n_clients=len(X_clients))
     report = f"{workdir}/report.json"

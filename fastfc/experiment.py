@@ -85,7 +85,7 @@ def run_method(
     X_clients: list[np.ndarray],
     y_clients: list[np.ndarray] | None = None,
     *,
-    n_clusters: int | None = None,
+    n_clusters: int | str | None = None,
     random_state: int | None = 0,
     n_jobs: int | None = None,
     params: dict[str, Any] | None = None,
@@ -96,7 +96,9 @@ def run_method(
 ) -> dict[str, Any]:
     """Fit ``method`` on the clients and score the result.
 
-    ``n_clusters`` defaults to the number of distinct labels in ``y_clients``.
+    ``n_clusters`` defaults to the number of distinct labels in ``y_clients``;
+    ``"auto"`` lets a method that can estimate it do so (``n_clusters=None`` of
+    :class:`~fastfc.FedKStarHC`). The result reports the number found.
 
     Two evaluation protocols (gold.md §6):
 
@@ -120,11 +122,20 @@ def run_method(
     """
     from .metrics import evaluate
 
+    params = dict(params or {})
+    for key in ("n_clusters", "random_state", "n_jobs"):
+        if key in params:
+            raise ValueError(f"pass {key} as run_method's own argument (--{key.replace('_', '-')} on the command "
+                             "line), not as an extra estimator parameter")
     if n_clusters is None:
         if y_clients is None:
             raise ValueError("n_clusters is required when no labels are given")
         n_clusters = int(np.unique(np.concatenate(y_clients)).size)
-    est = make_estimator(method, n_clusters=n_clusters, random_state=random_state, n_jobs=n_jobs, **(params or {}))
+    elif isinstance(n_clusters, str):
+        if n_clusters != "auto":
+            raise ValueError(f"n_clusters must be an integer or 'auto', got {n_clusters!r}")
+        n_clusters = None  # the method estimates it (or rejects None with a clear error)
+    est = make_estimator(method, n_clusters=n_clusters, random_state=random_state, n_jobs=n_jobs, **params)
     est.fit_clients(X_clients, progress=progress)
     metrics = {}
     if protocol == "client":
@@ -143,7 +154,7 @@ def run_method(
         "n_clients": len(X_clients),
         "n_samples": int(sum(len(x) for x in X_clients)),
         "n_features": int(X_clients[0].shape[1]),
-        "n_clusters": int(n_clusters),
+        "n_clusters": int(getattr(est, "n_clusters_", n_clusters)),
         "protocol": protocol,
         "metrics": {k: float(v) for k, v in metrics.items()},
         "timings": dict(est.timings_),

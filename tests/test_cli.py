@@ -77,3 +77,33 @@ def test_run_fedhire_centroid_protocol(capsys):
     assert res["protocol"] == "centroid" and res["method"] == "fedhire"
     assert {"silhouette", "calinski_harabasz", "ari"} <= set(res["metrics"])
     assert -1.0 <= res["metrics"]["silhouette"] <= 1.0
+
+
+def test_run_auto_n_clusters_reports_the_estimated_k(capsys):
+    """--n-clusters auto: Fed-k*-HC estimates k* and the result reports the k it found."""
+    from fastfc import FedKStarHC
+    from fastfc.experiment import load_federated
+
+    assert main(["run", "fedkstarhc", "--dataset", "iris", "--clients", "3", "--n-clusters", "auto",
+                 "--param", "micro=kmeans", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    X_clients, _ = load_federated("iris", n_clients=3, seed=0)
+    direct = FedKStarHC(n_clusters=None, micro="kmeans", random_state=0).fit_clients(X_clients)
+    assert res["n_clusters"] == direct.n_clusters_
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "fedkstarhc", "--dataset", "iris", "--param", "n_clusters=3"], "--n-clusters"),
+    (["run", "kfed", "--dataset", "iris", "--n-clusters", "auto"], "n_clusters"),
+])
+def test_run_n_clusters_errors_are_clear(argv, message, capsys):
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert message in err and "multiple values" not in err
+
+
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_run_rejects_bad_n_clusters(value, capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "kfed", "--dataset", "iris", "--n-clusters", value])
+    assert "positive integer or 'auto'" in capsys.readouterr().err
