@@ -91,22 +91,19 @@ def assign_nearest(
         raise ValueError("centers is empty: at least one prototype is needed")
     if C.shape[1] != X.shape[1]:
         raise ValueError(f"X has {X.shape[1]} features but centers have {C.shape[1]}")
-    CT = np.ascontiguousarray(C.T)
-    if weights is None:
-        WT, weighted = CT, False
-    else:
+    W = None
+    if weights is not None:
         W = _as_float_2d("weights", weights, dtype)
         if W.shape != C.shape:
             raise ValueError(f"weights must have the shape of centers {C.shape}, got {W.shape}")
         if (W < 0).any():
             raise ValueError("weights must be non-negative")
-        WT, weighted = np.ascontiguousarray(W.T), True
     n = X.shape[0]
     labels = np.empty(n, dtype=np.int32)
     dist = np.empty(n, dtype=dtype)
     n_threads = effective_n_jobs(n_jobs)
     d, k = C.shape[1], C.shape[0]
-    if not weighted and d >= GEMM_MIN_FEATURES and d * k >= GEMM_MIN_WORK:
+    if W is None and d >= GEMM_MIN_FEATURES and d * k >= GEMM_MIN_WORK:
         cn = np.einsum("ij,ij->i", C, C)
         # a bound of the largest norm, rounded up (float32 norms are computed in float32)
         cmax = float(np.sqrt(np.max(cn.astype(np.float64)))) * (1.0 + 1e-5) + 1e-30
@@ -114,7 +111,10 @@ def assign_nearest(
         with limit_blas_threads(1):
             assign_nearest_gemm_kernel(X, C, cn, cmax, labels, dist, n_threads, GEMM_CHUNK_SIZE)
     else:
-        assign_nearest_kernel(X, CT, WT, weighted, labels, dist, n_threads, CHUNK_SIZE)
+        # the direct kernel takes prototypes (and weights) transposed, (d, k)
+        CT = np.ascontiguousarray(C.T)
+        WT = CT if W is None else np.ascontiguousarray(W.T)
+        assign_nearest_kernel(X, CT, WT, W is not None, labels, dist, n_threads, CHUNK_SIZE)
     if n and (labels < 0).any():
         raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")
     if return_distances:

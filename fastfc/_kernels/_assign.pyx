@@ -55,6 +55,15 @@ cdef extern from *:
 _OPENMP = bool(FASTFC_OPENMP)
 
 
+cdef inline int _threads_for(int n_threads, Py_ssize_t n_chunks) noexcept:
+    """Threads to use: at least 1, at most one per chunk."""
+    if n_threads < 1:
+        return 1
+    if n_threads > n_chunks:
+        return <int>n_chunks
+    return n_threads
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
@@ -137,10 +146,7 @@ def assign_nearest_kernel(
     if chunk_size < 1:
         chunk_size = 1
     n_chunks = (n + chunk_size - 1) // chunk_size
-    if n_threads < 1:
-        n_threads = 1
-    if n_threads > n_chunks:
-        n_threads = <int>n_chunks
+    n_threads = _threads_for(n_threads, n_chunks)
     if n_threads == 1:
         acc = <floating*>malloc(k * sizeof(floating))
         if acc == NULL:
@@ -274,10 +280,7 @@ def assign_nearest_gemm_kernel(
     if chunk_size < 1:
         chunk_size = 1
     n_chunks = (n + chunk_size - 1) // chunk_size
-    if n_threads < 1:
-        n_threads = 1
-    if n_threads > n_chunks:
-        n_threads = <int>n_chunks
+    n_threads = _threads_for(n_threads, n_chunks)
     if n_threads == 1:
         G = <floating*>malloc(chunk_size * k * sizeof(floating))
         if G == NULL:

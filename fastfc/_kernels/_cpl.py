@@ -531,6 +531,18 @@ def _build_tpos(k, live_idx, n_live, tpos):
         tpos[live_idx[t]] = t
 
 
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _set_bounds(j, t, logw, wins, live, W, Wend, BL, BU):
+    """Bounds at list position ``t`` of candidate ``j`` (see :func:`_refresh_bounds`)."""
+    if live[j] != 0:
+        wj = wins[j]
+        BL[t] = logw[j] - wj / (W - wj)
+        BU[t] = logw[j] - wj / Wend
+    else:
+        BL[t] = -np.inf
+        BU[t] = -np.inf
+
+
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU):
     """Bounds of the score offsets ``log(1 - wins_j / W') + log w_j`` for ``W <= W' <= Wend``.
@@ -541,14 +553,7 @@ def _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU):
     listed candidate that is dead.
     """
     for t in range(n_live):
-        j = live_idx[t]
-        if live[j] != 0:
-            wj = wins[j]
-            BL[t] = logw[j] - wj / (W - wj)
-            BU[t] = logw[j] - wj / Wend
-        else:
-            BL[t] = -np.inf
-            BU[t] = -np.inf
+        _set_bounds(live_idx[t], t, logw, wins, live, W, Wend, BL, BU)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
@@ -687,21 +692,9 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
         W += 1.0
         # the winner's wins and both weights changed: their bounds again, valid from this W
         if r >= 0 and tpos[r] >= 0:
-            pr = tpos[r]
-            if live[r] != 0:
-                BL[pr] = logw[r] - wins[r] / (W - wins[r])
-                BU[pr] = logw[r] - wins[r] / Wend
-            else:
-                BL[pr] = -np.inf
-                BU[pr] = -np.inf
+            _set_bounds(r, tpos[r], logw, wins, live, W, Wend, BL, BU)
         if tpos[v] >= 0:
-            pv = tpos[v]
-            if live[v] != 0:
-                BL[pv] = logw[v] - wins[v] / (W - wins[v])
-                BU[pv] = logw[v] - wins[v] / Wend
-            else:
-                BL[pv] = -np.inf
-                BU[pv] = -np.inf
+            _set_bounds(v, tpos[v], logw, wins, live, W, Wend, BL, BU)
 
         if yi != v:
             cnt[v] += 1

@@ -39,6 +39,24 @@ cdef inline double _dist_rows(const double[:, ::1] A, Py_ssize_t i, const double
     return sqrt(s)
 
 
+cdef inline Py_ssize_t _nearest_row(const floating[:, ::1] X, Py_ssize_t i, const double[:, ::1] M,
+                                    Py_ssize_t k, double* dist) noexcept nogil:
+    """Row of ``M[:k]`` nearest to ``X[i]`` (squared Euclidean summed in feature order, ties to
+    the lowest row); its squared distance goes to ``dist``."""
+    cdef Py_ssize_t j, f, c = 0
+    cdef double best = INFINITY, acc, diff
+    for j in range(k):
+        acc = 0.0
+        for f in range(M.shape[1]):
+            diff = X[i, f] - M[j, f]
+            acc = acc + diff * diff
+        if acc < best:
+            best = acc
+            c = j
+    dist[0] = best
+    return c
+
+
 # --------------------------------------------------------------------- SNP
 @cython.boundscheck(False)
 @cython.wraparound(False)
@@ -64,16 +82,7 @@ def snp_epoch(
     with nogil:
         for t in range(n):
             i = perm[t]
-            best = INFINITY
-            c = 0
-            for j in range(k):
-                acc = 0.0
-                for f in range(d):
-                    diff = X[i, f] - M[j, f]
-                    acc = acc + diff * diff
-                if acc < best:
-                    best = acc
-                    c = j
+            c = _nearest_row(X, i, M, k, &best)
             wins[c] += 1
             alpha = 1.0 / (wins[c] + 1.0)
             for f in range(d):
@@ -125,16 +134,7 @@ def gcs_adapt(
     with nogil:
         for step in range(T):
             i = draws[step]
-            best = INFINITY
-            s = 0
-            for c in range(n_nodes):
-                acc = 0.0
-                for f in range(d):
-                    diff = W[c, f] - P[i, f]
-                    acc = acc + diff * diff
-                if acc < best:
-                    best = acc
-                    s = c
+            s = _nearest_row(P, i, W, n_nodes, &best)
             hits[s] += 1
             E[s] = E[s] + best / g
             for f in range(d):
