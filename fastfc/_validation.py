@@ -31,6 +31,11 @@ def check_client_data(
     """
     if X is None:
         raise ValueError(f"{name} is None; expected a 2-D array of shape (n_samples, n_features)")
+    if isinstance(X, (list, tuple)) and X and all(np.ndim(x) == 2 for x in X):
+        raise TypeError(
+            f"{name} is a list of {len(X)} 2-D arrays; expected one 2-D array. For data held per client "
+            "use fit_clients(X_clients), or stack the rows and pass fit(X, client_ids=...)"
+        )
     arr = np.asarray(X) if not hasattr(X, "dtype") else X
     if hasattr(arr, "dtype") and arr.dtype.kind in "OUSV" and arr.dtype != object:
         raise TypeError(f"{name} has non-numeric dtype {arr.dtype}; expected real numbers")

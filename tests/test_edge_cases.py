@@ -71,6 +71,14 @@ def test_single_array_instead_of_list(make):
 
 
 @pytest.mark.parametrize("make", ESTIMATORS)
+@pytest.mark.parametrize("sizes", [(30, 40, 25), (30, 30, 30)])
+def test_list_of_clients_given_to_fit(make, sizes):
+    # ragged (would be NumPy's "inhomogeneous shape") or equal-sized (would be a 3-D array)
+    with pytest.raises(TypeError, match="list of 3 2-D arrays.*fit_clients"):
+        make().fit(_clients(np.random.default_rng(0), sizes=sizes))
+
+
+@pytest.mark.parametrize("make", ESTIMATORS)
 def test_client_ids_length_checked(make):
     with pytest.raises(ValueError, match="client_ids must be 1-D of length n_samples=10"):
         make().fit(np.random.default_rng(0).normal(size=(10, 2)), client_ids=np.zeros(9))
