@@ -54,11 +54,11 @@ PAPER_KSTAR = {"pageblock": 3, "yeast": 6, "abalone": 4, "breast": 5, "digits": 
 T_GRID = [20, 22.5, 25, 27.5, 30, 32.5, 35, 37.5, 40]
 #: SNC variants reported (spec A6, A13): the literal default, Fig. 2's "mutual" SNN, and mutual SNN
 #: counting only components of >= 2 nodes
-SNC_CONFIGS = {"default": {}, "equal_rank": {"prune_dead_nodes": False, "min_component_size": 1},
-               "mutual": {"snn_mode": "mutual", "prune_dead_nodes": False, "min_component_size": 1},
-               "mutual_mcs2": {"snn_mode": "mutual", "prune_dead_nodes": False, "min_component_size": 2},
-               "nogcs_mutual": {"use_gcs": False, "snn_mode": "mutual", "min_component_size": 1},
-               "prune_mutual": {"prune_dead_nodes": True, "snn_mode": "mutual", "min_component_size": 1}}
+SNC_CONFIGS = {"default": {},
+               "literal": {"snn_mode": "equal_rank", "prune_dead_nodes": False, "min_component_size": 1},
+               "mutual_noprune": {"prune_dead_nodes": False},
+               "equal_rank_prune_mcs2": {"snn_mode": "equal_rank", "min_component_size": 2},
+               "nogcs": {"use_gcs": False}}
 METRICS = ["f_measure", "acc_paper", "nmi", "ari", "dcv"]
 
 
@@ -84,7 +84,7 @@ def label_skew(y: np.ndarray, n_clients: int, seed: int, per_client: int = 2) ->
     return [np.sort(np.concatenate(p)) for p in parts]
 
 
-def run(name: str, seed: int, micro: str, n_clients: int) -> dict:
+def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0.5) -> dict:
     from fastfc import FedKStarHC
     from fastfc.metrics import evaluate_kstar_hc
 
@@ -100,21 +100,21 @@ def run(name: str, seed: int, micro: str, n_clients: int) -> dict:
     Xc, yc = [X[p] for p in parts], [y[p] for p in parts]
     y_all = np.concatenate(yc)
     beta = PAPER_BETA.get(name, 0.5)
-    base = FedKStarHC(micro=micro, beta=beta, random_state=seed)
+    base = FedKStarHC(micro=micro, micro_scale=micro_scale, beta=beta, random_state=seed)
     t0 = time.perf_counter()
     out = [base.client_summarize(x, client_index=i) for i, x in enumerate(Xc)]
     t_client = time.perf_counter() - t0
     summaries = [s for s, _ in out]
 
     def server(**params):
-        est = FedKStarHC(micro=micro, beta=beta, random_state=seed, **params)
+        est = FedKStarHC(micro=micro, micro_scale=micro_scale, beta=beta, random_state=seed, **params)
         t1 = time.perf_counter()
         model, replies = est.server_aggregate(summaries)
         dt = time.perf_counter() - t1
         labels = np.concatenate([est.client_assign(x, st, r) for x, (_, st), r in zip(Xc, out, replies)])
         return model, labels, dt
 
-    rec = {"dataset": name, "seed": seed, "micro": micro, "K": K, "beta": beta, "n_clients": n_clients, "k0": int(sum(s.counts.size for s in summaries)),
+    rec = {"dataset": name, "seed": seed, "micro": micro, "micro_scale": micro_scale, "K": K, "beta": beta, "n_clients": n_clients, "k0": int(sum(s.counts.size for s in summaries)),
            "client_seconds": t_client}
     model, labels, dt = server(n_clusters=K)
     rec["given"] = {**evaluate_kstar_hc(y_all, labels), "server_seconds": dt}
@@ -145,7 +145,7 @@ def report(recs: list[dict]) -> str:
     for micro in micros:
         rs = [r for r in recs if r["micro"] == micro]
         seeds = sorted({r["seed"] for r in rs})
-        lines.append(f"\n### k given (n_clusters = K), micro={micro}, Z={rs[0]['n_clients']} IID (non-IID sets: Z=3 label skew), seeds {seeds[0]}-{seeds[-1]}, paper's beta\n")
+        lines.append(f"\n### k given (n_clusters = K), micro={micro}, micro_scale={rs[0].get('micro_scale', 1.0)}, Z={rs[0]['n_clients']} IID (non-IID sets: Z=3 label skew), seeds {seeds[0]}-{seeds[-1]}, paper's beta\n")
         lines.append("| dataset | β | k0 | F ours | F paper | Acc ours | Acc paper | NMI ours | NMI paper | ARI ours | ARI paper | DCV ours | DCV paper |")
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for name in DATASETS + NON_IID:
@@ -157,7 +157,13 @@ def report(recs: list[dict]) -> str:
                 v = [r["given"][m] for r in rr]
                 cells.append(f"{np.mean(v):.4f}±{np.std(v):.4f} | {pm:.4f}±{ps:.4f}")
             lines.append(f"| {name} | {rr[0]['beta']} | {np.mean([r['k0'] for r in rr]):.0f} | " + " | ".join(cells) + " |")
-        for cname, cparams in SNC_CONFIGS.items():
+        names = [n for n in DATASETS + NON_IID if any(r["dataset"] == n for r in rs)]
+        dF = {n: np.mean([r["given"]["f_measure"] for r in rs if r["dataset"] == n]) - PAPER[n][0][0] for n in names}
+        lines.append(f"\nmean F within 0.02 of the paper (or above): {sum(v > -0.02 for v in dF.values())}/{len(names)}; "
+                     f"mean ARI over all runs {np.mean([r['given']['ari'] for r in rs]):.4f}; "
+                     "below by more than 0.02: " + (", ".join(f"{n} {v:+.3f}" for n, v in dF.items() if v <= -0.02) or "none"))
+        for cname in [k[len("estimated_"):] for k in rs[0] if k.startswith("estimated_")]:
+            cparams = SNC_CONFIGS.get(cname, "settings of an earlier version of this script")
             lines.append(f"\n### k* estimated by SNC ({cname}: {cparams or 'defaults'}), micro={micro}, same beta\n")
             lines.append("| dataset | K | paper k* | ours t=35 (per seed) | F at t=35 | ARI at t=35 | nodes | b_opt | "
                          + " | ".join(f"t={t}" for t in T_GRID) + " |")
@@ -182,6 +188,9 @@ def report(recs: list[dict]) -> str:
                 f"t={t}: {sum(med[n][t] == trueK[n] for n in med)}/{len(med)}" for t in T_GRID))
             exact = {t: sum(r[f"kstar_by_t_{cname}"][str(t)] == r["K"] for r in rs) for t in T_GRID}
             lines.append("runs with k* = K: " + ", ".join(f"t={t}: {exact[t]}/{len(rs)}" for t in T_GRID))
+            est = [r[f"estimated_{cname}"] for r in rs]
+            lines.append(f"at t=35: mean |k* - K| {np.mean([abs(e['k'] - r['K']) for e, r in zip(est, rs)]):.2f}, "
+                         f"mean ARI {np.mean([e['ari'] for e in est]):.4f}, mean F {np.mean([e['f_measure'] for e in est]):.4f}")
     return "\n".join(lines)
 
 
@@ -191,6 +200,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--micro", default="snp,kmeans")
     ap.add_argument("--clients", type=int, default=3, help="clients of the IID splits (the non-IID sets always use 3)")
+    ap.add_argument("--micro-scale", type=float, default=0.5, help="subcluster budget micro_scale * sqrt(n_z) (spec: 1.0)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true", help="only print the tables of an existing --json")
     args = ap.parse_args(argv)
@@ -201,7 +211,7 @@ def main(argv=None) -> int:
     for micro in args.micro.split(","):
         for name in args.datasets.split(","):
             for seed in parse_seeds(args.seeds):
-                recs.append(run(name, seed, micro, args.clients))
+                recs.append(run(name, seed, micro, args.clients, args.micro_scale))
                 print(f"done {micro} {name} seed {seed} ({recs[-1]['client_seconds']:.1f}s client)", file=sys.stderr, flush=True)
                 if args.json:
                     Path(args.json).write_text(json.dumps(recs, indent=1))
