@@ -84,7 +84,7 @@ _GAP_MAX_POINTS = 2000
 #: stays linear. Every client of the paper's experiments (Z = 3: at most 1889 rows) is below.
 SNP_MAX_ROWS = 2048
 #: cap of the default subcluster budget per client (see ``FedKStarHC.n_micro``)
-MICRO_BUDGET_CAP = 100
+MICRO_BUDGET_CAP = 50
 #: GCS constants of spec §3.3 (eps_b, eps_n, lambda, alpha_err, beta_err)
 GCS_EPS_B, GCS_EPS_N, GCS_LAMBDA, GCS_ALPHA_ERR, GCS_BETA_ERR = 0.06, 0.002, 200, 0.5, 5e-4
 #: guard of r_i + r_j in Eq. (21)
@@ -783,19 +783,21 @@ class FedKStarHC(BaseFederatedClusterer):
     n_micro : int or None, default=None
         Subclusters per client before the min-size rule: SNP's insertion
         budget k_max or k-means' k. ``None`` means ``min(ceil(micro_scale *
-        sqrt(n_z)), MICRO_BUDGET_CAP)`` (cap 100), raised to ``2 * n_clusters``
-        when that is given (a client may hold every cluster), so the client phase stays
-        linear in n_z above 40 000 rows per client (with sqrt(n_z)
-        subclusters it grows as n_z^1.5, and 10^6 rows over 10 clients gave
-        3170 subclusters and ARI 0.62 on a 5-cluster mixture, against 1.0
-        with 100 each).
+        sqrt(n_z)), MICRO_BUDGET_CAP)`` (cap 50), raised to ``2 * n_clusters``
+        when that is given (a client may hold every cluster). The cap keeps
+        the client phase linear in n_z from 10 000 rows per client on (with
+        an uncapped budget k-means costs O(n_z^1.5)): on a 5-cluster mixture
+        over 10 clients a whole fit takes 0.57 s at 10^5 rows and 6.1 s at
+        10^6, ARI 1.0 at both; with sqrt(n_z) subclusters 10^6 rows gave
+        3170 subclusters and ARI 0.62.
     micro_scale : float, default=0.5
         Multiplier of the default budget ``sqrt(n_z)`` (the spec's k_max is
         1.0). With 0.5 the merge is far less often left with a one-subcluster
         fragment as a final cluster: with k given, over the paper's nine
-        datasets and two non-IID splits (k-means micro, held-out seeds
-        10-39), 8 of 11 mean F-measures are within 0.02 of Table 4 against
-        4 of 11 with 1.0, and mean ARI rises from 0.66 to 0.72
+        datasets and two non-IID splits (Z = 3, k-means micro, seeds 0-29),
+        8 of 11 mean F-measures are within 0.02 of Table 4 against 3 of 11
+        with 1.0, and mean ARI rises from 0.66 to 0.73; with SNP micro
+        (seeds 0-9) 8 of 11 as well
         (benchmarks/results/kstar_repro_kmeans.md).
     min_frac : float, default=0.3
         Minimum subcluster size ``max(d + 2, ceil(min_frac * n_z / k))``;
@@ -826,12 +828,14 @@ class FedKStarHC(BaseFederatedClusterer):
         The literal paper is ``snn_mode="equal_rank", prune_dead_nodes=False,
         min_component_size=1``. Over the nine datasets and the two non-IID
         sets (Z = 3, k-means micro, seeds 0-29, 330 runs; t = 35) the
-        defaults give k* = K in 16 % of runs against 12 % (literal), mean
-        |k* - K| 2.5 against 2.9, and mean ARI at the estimated k* 0.53
-        against 0.50 (0.72 with K given). Plain mutual pairs without pruning
-        score about the same there (18 %, 2.2, 0.55) but count isolated
-        nodes as clusters on well-separated blobs. Still far from the
-        paper's Table 7 (benchmarks/results/kstar_repro_kmeans.md).
+        defaults give k* = K in 17 % of runs against 15 % (literal), mean
+        |k* - K| 2.40 against 2.84, and mean ARI at the estimated k* 0.54
+        against 0.50 (0.73 with K given). Mutual pairs without pruning score
+        about the same there (18 %, 2.15, 0.55) but count isolated nodes as
+        clusters on well-separated blobs. With SNP micro (seeds 0-9) k* = K
+        in only 8 % of runs. Far from the paper's Table 7
+        (benchmarks/results/kstar_repro_kmeans.md); give ``n_clusters`` when
+        K is known.
     beta : float, default=1.0
         Merge exponent of the std-similarity term (Eq. 23).
     sim_norm : {"l2", "l1"}, default="l2"

@@ -533,13 +533,16 @@ def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
     km = FedKStarHC(n_clusters=2, micro="kmeans", random_state=1).client_summarize(small)[0]
     snp = FedKStarHC(n_clusters=2, micro="snp", random_state=1).client_summarize(small)[0]
     assert not (km.counts.shape == snp.counts.shape and np.array_equal(km.centers, snp.centers))
-    # 0.5 * sqrt(20 000) = 71 subclusters (fewer after the min-size rule) ...
+    # 0.5 * sqrt(20 000) = 71 > cap: at most MICRO_BUDGET_CAP subclusters ...
     big = FedKStarHC(n_clusters=2, random_state=1).client_summarize(large)[0]
-    assert 50 < big.counts.size <= 71
+    assert 0.7 * MICRO_BUDGET_CAP < big.counts.size <= MICRO_BUDGET_CAP
     assert big.counts.sum() == large.shape[0]
-    # ... and sqrt(20 000) = 142 > cap: at most MICRO_BUDGET_CAP
-    big = FedKStarHC(n_clusters=2, micro_scale=1.0, random_state=1).client_summarize(large)[0]
-    assert 71 < big.counts.size <= MICRO_BUDGET_CAP
+    # ... below the cap the budget follows micro_scale * sqrt(n_z): 0.2 * 141.4 -> 29
+    small_budget = FedKStarHC(n_clusters=2, micro_scale=0.2, random_state=1).client_summarize(large)[0]
+    assert 20 < small_budget.counts.size <= 29
+    # ... and a given n_clusters raises it to 2 * n_clusters
+    floor = FedKStarHC(n_clusters=40, micro_scale=0.2, random_state=1).client_summarize(large)[0]
+    assert MICRO_BUDGET_CAP < floor.counts.size <= 80
 
 
 def test_default_snc_prunes_the_isolated_nodes_that_inflate_k_on_separated_blobs():
