@@ -84,7 +84,8 @@ def label_skew(y: np.ndarray, n_clients: int, seed: int, per_client: int = 2) ->
     return [np.sort(np.concatenate(p)) for p in parts]
 
 
-def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0.5) -> dict:
+def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0.5, beta: float | None = None,
+        snc: bool = True) -> dict:
     from fastfc import FedKStarHC
     from fastfc.metrics import evaluate_kstar_hc
 
@@ -99,7 +100,7 @@ def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0
         parts = np.array_split(np.random.default_rng(seed).permutation(len(X)), n_clients)
     Xc, yc = [X[p] for p in parts], [y[p] for p in parts]
     y_all = np.concatenate(yc)
-    beta = PAPER_BETA.get(name, 0.5)
+    beta = PAPER_BETA.get(name, 0.5) if beta is None else beta
     base = FedKStarHC(micro=micro, micro_scale=micro_scale, beta=beta, random_state=seed)
     t0 = time.perf_counter()
     out = [base.client_summarize(x, client_index=i) for i, x in enumerate(Xc)]
@@ -118,7 +119,7 @@ def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0
            "client_seconds": t_client}
     model, labels, dt = server(n_clusters=K)
     rec["given"] = {**evaluate_kstar_hc(y_all, labels), "server_seconds": dt}
-    for cname, cparams in SNC_CONFIGS.items():
+    for cname, cparams in (SNC_CONFIGS.items() if snc else ()):
         kstar = {}
         for t in T_GRID:
             model, labels, dt = server(n_clusters=None, t=t, **cparams)
@@ -200,6 +201,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--micro", default="snp,kmeans")
     ap.add_argument("--clients", type=int, default=3, help="clients of the IID splits (the non-IID sets always use 3)")
+    ap.add_argument("--beta", type=float, default=None, help="merge exponent for every dataset (default: the paper's per dataset)")
+    ap.add_argument("--given-only", action="store_true", help="only the k-given runs (no SNC)")
     ap.add_argument("--micro-scale", type=float, default=0.5, help="subcluster budget micro_scale * sqrt(n_z) (spec: 1.0)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true", help="only print the tables of an existing --json")
@@ -211,7 +214,7 @@ def main(argv=None) -> int:
     for micro in args.micro.split(","):
         for name in args.datasets.split(","):
             for seed in parse_seeds(args.seeds):
-                recs.append(run(name, seed, micro, args.clients, args.micro_scale))
+                recs.append(run(name, seed, micro, args.clients, args.micro_scale, args.beta, not args.given_only))
                 print(f"done {micro} {name} seed {seed} ({recs[-1]['client_seconds']:.1f}s client)", file=sys.stderr, flush=True)
                 if args.json:
                     Path(args.json).write_text(json.dumps(recs, indent=1))
