@@ -3,9 +3,8 @@
 * ``FedKStarHCScaleN``: a whole fit (every client, the server, the labelling of all rows) on a
   5-cluster, 10-feature isotropic Gaussian mixture over 10 clients, n = 10^4 .. 10^6, with the
   k-means micro-partitioner and 100 subclusters per client (``"kmeans100"``, linear in n) and with
-  the estimator's defaults (``"default"``: ``micro="auto"`` runs SNP, whose cost grows as n_z^2,
-  on clients of up to 2048 rows, i.e. at n = 10^4 here, and k-means above; the budget is
-  min(ceil(sqrt(n_z)), 100) subclusters per client).
+  the estimator's defaults (``"default"``: k-means with min(ceil(0.5 sqrt(n_z)), 50) subclusters
+  per client, at least 2k; linear from 10^4 rows per client on).
 * ``FedKStarHCServer``: the server phase alone on 10 000 uploaded subclusters (10 clients x 1000,
   10 substitute rows each, d = 10), with k given (merge only) and with k* estimated (GCS + SNC +
   merge).
@@ -44,7 +43,6 @@ def synthetic_summaries(n_subclusters=10_000, n_clients=10, n_features=10, n_tru
 
 class FedKStarHCScaleN:
     # "kmeans100": k-means with 100 subclusters per client; "default": the estimator's defaults
-    # (micro="auto": SNP below 2048 rows per client, so the 10^4 point runs SNP)
     params = ([10_000, 30_000, 100_000, 300_000, 1_000_000], ["kmeans100", "default"])
     param_names = ["n_samples", "config"]
     timeout = 1200

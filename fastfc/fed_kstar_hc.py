@@ -5,8 +5,8 @@ Selection of Optimal Cluster Numbers*. Spec: ``shared/specs/fed_kstar_hc.md``
 (section numbers below refer to it).
 
 Client (§3.1)
-    Cut the rows into micro-subclusters (SNP competitive learning, or k-means
-    as the fast alternative), enforce a minimum subcluster size, and upload per
+    Cut the rows into micro-subclusters (k-means by default, or the paper's
+    SNP competitive learning), enforce a minimum subcluster size, and upload per
     subcluster its size n, mean, radius r (mean distance to the mean),
     per-feature standard deviation s and n substitute rows drawn from
     N(mean, covariance).
@@ -28,6 +28,8 @@ spec's §8 and followed here unless stated):
   most ``_GAP_MAX_POINTS`` rows of a subcluster (a seeded subsample beyond
   that; the spec computes it on all rows, O(m^2)).
 * Centroid source (A4): substitute means by default; initial r, s as uploaded.
+* Client micro-partitioning (A1): k-means by default, SNP with ``micro="snp"``
+  (the spec's default); see the ``micro`` parameter for the measurements.
 * SNC on GCS nodes (A3, A5), ``t=35`` (A9), ``beta=1`` (A10), L2 norm of
   ``s_i - s_j`` (A7). Where the spec recommends the literal reading but the
   paper's own data say otherwise, the estimator's defaults follow the data
@@ -774,12 +776,17 @@ class FedKStarHC(BaseFederatedClusterer):
     n_clusters : int or None, default=None
         Number of global clusters. ``None`` estimates k* on the server with
         SNC (reported as ``n_clusters_``); an integer skips SNC.
-    micro : {"auto", "snp", "kmeans"}, default="auto"
-        Client micro-partitioner. ``"auto"``: SNP on a client of up to
-        ``SNP_MAX_ROWS`` (2048) rows, k-means above (SNP's cost grows as
-        n_z^2: seconds per client at the paper's sizes, minutes at 10^4
-        rows). Otherwise SNP competitive learning with density-gap
-        seed insertion (spec §3.1.2) or k-means++/Lloyd (the fast path).
+    micro : {"kmeans", "snp", "auto"}, default="kmeans"
+        Client micro-partitioner: k-means++/Lloyd (the spec's fast path),
+        the paper's SNP competitive learning with density-gap seed insertion
+        (spec §3.1.2), or ``"auto"``: SNP on a client of up to
+        ``SNP_MAX_ROWS`` (2048) rows and k-means above. k-means is the
+        default because it does as well on every measure of the
+        reproduction at a small fraction of SNP's cost (seeds 0-9, the nine
+        datasets and two non-IID splits: mean ARI with k given 0.723 against
+        SNP's 0.718, k* = K in 21 of 110 runs against 9, client phase 0.06 s
+        against 6.2 s on digits); SNP's cost grows as n_z^2 (8 clients of
+        1374 rows of pendigits: about 25 s).
     n_micro : int or None, default=None
         Subclusters per client before the min-size rule: SNP's insertion
         budget k_max or k-means' k. ``None`` means ``min(ceil(micro_scale *
@@ -924,7 +931,7 @@ class FedKStarHC(BaseFederatedClusterer):
         self,
         n_clusters: int | None = None,
         *,
-        micro: str = "auto",
+        micro: str = "kmeans",
         n_micro: int | None = None,
         micro_scale: float = 0.5,
         min_frac: float = 0.3,

@@ -517,15 +517,15 @@ def test_paper_metrics_reproduce_table6_fedms_row():
 
 
 def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
-    """``micro="auto"`` (default): SNP up to SNP_MAX_ROWS rows per client, k-means above;
-    the default budget is min(ceil(micro_scale * sqrt(n_z)), MICRO_BUDGET_CAP) subclusters."""
+    """``micro="auto"``: SNP up to SNP_MAX_ROWS rows per client, k-means above; the default
+    (``"kmeans"``) budget is min(ceil(micro_scale * sqrt(n_z)), MICRO_BUDGET_CAP) subclusters."""
     from fastfc.fed_kstar_hc import MICRO_BUDGET_CAP, SNP_MAX_ROWS
 
     rng = np.random.default_rng(0)
     small = rng.normal(size=(300, 3))
     large = np.concatenate([rng.normal(size=(SNP_MAX_ROWS, 3)), rng.normal(loc=5.0, size=(20_000 - SNP_MAX_ROWS, 3))])
     for X, explicit in ((small, "snp"), (large, "kmeans")):
-        auto = FedKStarHC(n_clusters=2, random_state=1).client_summarize(X)[0]
+        auto = FedKStarHC(n_clusters=2, micro="auto", random_state=1).client_summarize(X)[0]
         same = FedKStarHC(n_clusters=2, micro=explicit, random_state=1).client_summarize(X)[0]
         np.testing.assert_array_equal(auto.counts, same.counts)
         np.testing.assert_array_equal(auto.centers, same.centers)
@@ -533,6 +533,8 @@ def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
     km = FedKStarHC(n_clusters=2, micro="kmeans", random_state=1).client_summarize(small)[0]
     snp = FedKStarHC(n_clusters=2, micro="snp", random_state=1).client_summarize(small)[0]
     assert not (km.counts.shape == snp.counts.shape and np.array_equal(km.centers, snp.centers))
+    default = FedKStarHC(n_clusters=2, random_state=1).client_summarize(small)[0]
+    np.testing.assert_array_equal(default.centers, km.centers)
     # 0.5 * sqrt(20 000) = 71 > cap: at most MICRO_BUDGET_CAP subclusters ...
     big = FedKStarHC(n_clusters=2, random_state=1).client_summarize(large)[0]
     assert 0.7 * MICRO_BUDGET_CAP < big.counts.size <= MICRO_BUDGET_CAP
@@ -548,10 +550,11 @@ def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
 def test_default_snc_prunes_the_isolated_nodes_that_inflate_k_on_separated_blobs():
     """Three separated blobs over three clients: pruning dead GCS nodes (the default; spec A13)
     gives k* = 3 on most seeds, where the same settings without pruning count isolated nodes
-    as clusters on every seed (measured: 5 of 8 against 0 of 8; pruning can also shift T and
-    D_s, so it is not monotone in k*)."""
+    as clusters on almost every seed (measured on seeds 0-15: 12 against 2 with k-means
+    micro-partitions, 12 against 0 with SNP; pruning can also shift T and D_s, so it is not
+    monotone in k*)."""
     found, unpruned_found = 0, 0
-    for seed in range(8):
+    for seed in range(16):
         rng = np.random.default_rng(seed)
         C = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
         X = np.vstack([c + rng.normal(size=(600, 2)) for c in C])
@@ -561,5 +564,5 @@ def test_default_snc_prunes_the_isolated_nodes_that_inflate_k_on_separated_blobs
         assert 2 <= k <= 6
         found += k == 3
         unpruned_found += k_unpruned == 3
-    assert found >= 5
-    assert unpruned_found <= 1
+    assert found >= 10
+    assert unpruned_found <= 4
