@@ -58,7 +58,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import _kstar
-from ._parallel import effective_n_jobs, sklearn_seed
+from ._parallel import effective_n_jobs, limit_openmp_this_thread, sklearn_seed
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, LocalToGlobalReply, Message, MessageError
 
@@ -423,7 +423,10 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     # candidate) was ~10 % faster at 10^5 rows per client but left more tiny subclusters that
     # survive the merge as spurious clusters (ids2_22, k given: F 1.0 in 10/10 seeds with greedy,
     # 0.66 in 2/10 with plain seeding)
-    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=sklearn_seed(rng)).fit(X)
+    # one OpenMP thread: scikit-learn's Lloyd sums in a thread-count-dependent order (centres
+    # differ in the last bits between 1 and 2 threads), and labels must not depend on the machine
+    with limit_openmp_this_thread(1):
+        km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=sklearn_seed(rng)).fit(X)
     return np.unique(km.labels_, return_inverse=True)[1].astype(np.int64)
 
 
