@@ -12,6 +12,8 @@ from fastfc import FeCA
 from fastfc.datasets import make_gaussian_mixture
 from fastfc.metrics import adjusted_rand_score
 
+from ._shared import load_published_split
+
 K = 10
 
 
@@ -74,17 +76,7 @@ class FeCAPublishedSplits:
     timeout = 300
 
     def setup(self, split):
-        import os
-        from pathlib import Path
-
-        from fastfc.datasets import load_client_npz
-
-        shared = Path(os.environ.get("FASTFC_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-        path = shared / "datasets" / "fedhire_splits" / f"{split}.npz"
-        if not path.exists():
-            raise NotImplementedError(f"{path} not found")
-        self.X_clients, y_clients = load_client_npz(str(path))
-        self.k = int(np.unique(np.concatenate(y_clients)).size)
+        self.X_clients, self.k = load_published_split(split)
         _warm()
 
     def time_fit(self, split):

@@ -11,6 +11,8 @@ from fastfc import FedHIRE
 from fastfc.datasets import make_gaussian_mixture
 from fastfc.metrics import adjusted_rand_score
 
+from ._shared import load_published_split
+
 
 def _clients(n, n_clients, seed=0):
     X, y = make_gaussian_mixture(n, 10, 5, random_state=seed)
@@ -67,17 +69,7 @@ class FedHIREPublishedSplits:
     timeout = 600
 
     def setup(self, split):
-        import os
-        from pathlib import Path
-
-        from fastfc.datasets import load_client_npz
-
-        shared = Path(os.environ.get("FASTFC_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-        path = shared / "datasets" / "fedhire_splits" / f"{split}.npz"
-        if not path.exists():
-            raise NotImplementedError(f"{path} not found")
-        self.X_clients, y_clients = load_client_npz(str(path))
-        self.k = int(np.unique(np.concatenate(y_clients)).size)
+        self.X_clients, self.k = load_published_split(split)
         _warm()
 
     def time_fit(self, split):

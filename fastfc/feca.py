@@ -102,8 +102,7 @@ class FeCASummary(Message):
     def _check_consistency(self) -> None:
         if self.centers.shape[0] < 1:
             self._fail("a client must upload at least one centroid")
-        if self.centers.shape[1] != self.n_features:
-            self._fail(f"centers have {self.centers.shape[1]} columns but n_features={self.n_features}")
+        self._check_centers()
         if self.radii.shape[0] != self.centers.shape[0]:
             self._fail(f"{self.radii.shape[0]} radii for {self.centers.shape[0]} centroids")
 
@@ -132,8 +131,7 @@ class FeCAModel(Message):
     n_features: int
 
     def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        self._check_centers()
         if self.group_sizes.shape[0] != self.centers.shape[0]:
             self._fail(f"{self.group_sizes.shape[0]} group sizes for {self.centers.shape[0]} centres")
         if self.n_groups < self.centers.shape[0]:
@@ -153,8 +151,7 @@ class FeCAReply(Message):
     n_features: int
 
     def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        self._check_centers()
 
 
 # ------------------------------------------------------------ client phase

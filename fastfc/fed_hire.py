@@ -113,9 +113,7 @@ class FedHIREModel(Message):
     n_retries: int
 
     def _check_consistency(self) -> None:
-        k, d = self.centers.shape
-        if k < 1 or d != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        k = self._check_centers()
         n_s = self.clusterlet_labels.shape[0]
         if self.granular_labels.shape != (n_s, self.level_sizes.shape[0]):
             self._fail(
@@ -158,8 +156,7 @@ class FedHIREReply(Message):
     n_features: int
 
     def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        self._check_centers()
         if self.granular_labels.shape[0] != self.labels.shape[0]:
             self._fail(
                 f"granular_labels has {self.granular_labels.shape[0]} rows for {self.labels.shape[0]} clusterlets"

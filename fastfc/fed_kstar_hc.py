@@ -136,15 +136,11 @@ class FedKStarHCSummary(Message):
         d = self.n_features
         if k < 1:
             self._fail("a client must upload at least one subcluster")
-        if self.centers.shape != (k, d):
-            self._fail(f"centers shape {self.centers.shape} does not match ({k}, {d})")
-        if self.stds.shape != (k, d):
-            self._fail(f"stds shape {self.stds.shape} does not match ({k}, {d})")
-        if self.radii.shape != (k,):
-            self._fail(f"radii shape {self.radii.shape} does not match ({k},)")
+        self._check_shape("centers", (k, d))
+        self._check_shape("stds", (k, d))
+        self._check_shape("radii", (k,))
         total = int(self.counts.sum())
-        if self.substitutes.shape != (total, d):
-            self._fail(f"substitutes shape {self.substitutes.shape} does not match (sum(counts)={total}, {d})")
+        self._check_shape("substitutes", (total, d), f"(sum(counts)={total}, {d})")
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,9 +193,7 @@ class FedKStarHCModel(Message):
     n_features: int
 
     def _check_consistency(self) -> None:
-        k, d = self.centers.shape[0], self.n_features
-        if k < 1 or self.centers.shape != (k, d):
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={d}")
+        k, d = self._check_centers(), self.n_features
         if self.counts.shape != (k,) or self.radii.shape != (k,) or self.stds.shape != (k, d):
             self._fail("counts, radii and stds must have one entry per cluster")
         lab = self.subcluster_labels
@@ -352,7 +346,8 @@ def snp_partition(
     # Eq. (5) is read in [0, 1]-scaled units (spec §3.8): seed movement is divided by this
     # client's per-feature range, so xi means the same on raw and on min-max-scaled data
     span = np.ptp(X, axis=0).astype(np.float64)
-    inv_span = np.where(span > 0.0, 1.0 / np.where(span > 0.0, span, 1.0), 1.0)
+    span[span == 0.0] = 1.0
+    inv_span = 1.0 / span
     M = np.array(X[int(rng.integers(n))], dtype=np.float64)[None, :]
     wins = np.zeros(1, dtype=np.int64)
     gap_cache: dict[bytes, tuple[float, int]] = {}

@@ -57,8 +57,7 @@ class KFedModel(Message):
     n_iter: int
 
     def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        self._check_centers()
 
 
 @dataclass(frozen=True, eq=False)

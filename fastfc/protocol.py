@@ -166,6 +166,19 @@ class Message:
     def _fail(self, msg: str) -> None:
         raise MessageError(f"{type(self).__name__}: {msg}")
 
+    def _check_shape(self, name: str, expected: tuple, shown: str | None = None) -> None:
+        """Fail unless array ``name`` has exactly ``expected`` shape (``shown`` describes it)."""
+        got = getattr(self, name).shape
+        if got != expected:
+            self._fail(f"{name} shape {got} does not match {shown or expected}")
+
+    def _check_centers(self) -> int:
+        """``centers`` has at least one row and ``n_features`` columns; returns its row count."""
+        k, d = self.centers.shape
+        if k < 1 or d != self.n_features:
+            self._fail(f"centers shape {(k, d)} does not match (k >= 1, n_features={self.n_features})")
+        return k
+
     @property
     def nbytes(self) -> int:
         """Size of the array payload in bytes (what the message costs on the wire, header aside)."""
@@ -316,8 +329,7 @@ class CentersSummary(Message):
     def _check_consistency(self) -> None:
         if self.centers.shape[0] < 1:
             self._fail("a client must upload at least one prototype")
-        if self.centers.shape[1] != self.n_features:
-            self._fail(f"centers have {self.centers.shape[1]} columns but n_features={self.n_features}")
+        self._check_centers()
 
 
 @dataclass(frozen=True, eq=False)
@@ -341,7 +353,6 @@ class LocalToGlobalReply(Message):
     n_features: int
 
     def _check_consistency(self) -> None:
-        if self.centers.shape[0] < 1 or self.centers.shape[1] != self.n_features:
-            self._fail(f"centers shape {self.centers.shape} does not match n_features={self.n_features}")
+        self._check_centers()
         if self.local_to_global.size and self.local_to_global.max() >= self.centers.shape[0]:
             self._fail("local_to_global refers to a global cluster that does not exist")

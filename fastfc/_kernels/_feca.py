@@ -41,14 +41,19 @@ __all__ = [
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
+def _pair_sqdist(A, a, B, b):
+    """Squared Euclidean distance of rows ``A[a]`` and ``B[b]``, summed in float64 in feature order."""
+    s = 0.0
+    for f in range(A.shape[1]):
+        diff = np.float64(A[a, f]) - np.float64(B[b, f])
+        s += diff * diff
+    return s
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
 def _sqdist_to_row(X, r, out):
-    n, d = X.shape
-    for i in range(n):
-        s = 0.0
-        for f in range(d):
-            diff = np.float64(X[i, f]) - np.float64(X[r, f])
-            s += diff * diff
-        out[i] = s
+    for i in range(X.shape[0]):
+        out[i] = _pair_sqdist(X, i, X, r)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
@@ -207,16 +212,13 @@ def refine_centroids(centers, counts, dev, cost, spread, active, trace):
     n_tests : int
         Rows of ``trace`` written; every test but possibly the last deleted its ``i``.
     """
-    k, d = centers.shape
+    k = centers.shape[0]
     # pairwise squared distances, computed once (deletions never change the others)
     D = np.empty((k, k))
     for a in range(k):
         D[a, a] = 0.0
         for b in range(a + 1, k):
-            s = 0.0
-            for f in range(d):
-                diff = centers[a, f] - centers[b, f]
-                s += diff * diff
+            s = _pair_sqdist(centers, a, centers, b)
             D[a, b] = s
             D[b, a] = s
     n_tests = 0
@@ -267,16 +269,13 @@ def empirical_radii(centers, extent, radii):
     extent : ndarray of shape (m,), float64       # IN  r'_a
     radii : ndarray of shape (m,), float64        # OUT
     """
-    m, d = centers.shape
+    m = centers.shape[0]
     for a in range(m):
         nearest = np.inf
         for b in range(m):
             if b == a:
                 continue
-            s = 0.0
-            for f in range(d):
-                diff = centers[a, f] - centers[b, f]
-                s += diff * diff
+            s = _pair_sqdist(centers, a, centers, b)
             if s < nearest:
                 nearest = s
         half = 0.5 * math.sqrt(nearest) if nearest < np.inf else np.inf
@@ -303,7 +302,7 @@ def theoretical_radius(centers, extent):
         ``-1.0`` when fewer than two centroids remain (undefined in the paper; the caller
         falls back to the empirical radii, spec §11 A6).
     """
-    m, d = centers.shape
+    m = centers.shape[0]
     keep = np.ones(m, dtype=np.bool_)
     n_keep = m
     for a in range(m):
@@ -316,10 +315,7 @@ def theoretical_radius(centers, extent):
         for b in range(m):
             if b == a or not keep[b]:
                 continue
-            s = 0.0
-            for f in range(d):
-                diff = centers[a, f] - centers[b, f]
-                s += diff * diff
+            s = _pair_sqdist(centers, a, centers, b)
             if s < best:
                 best = s
                 b_best = b
@@ -336,10 +332,7 @@ def theoretical_radius(centers, extent):
         for b in range(a + 1, m):
             if not keep[b]:
                 continue
-            s = 0.0
-            for f in range(d):
-                diff = centers[a, f] - centers[b, f]
-                s += diff * diff
+            s = _pair_sqdist(centers, a, centers, b)
             if s < best:
                 best = s
     return 0.5 * math.sqrt(best)
@@ -365,7 +358,7 @@ def group_by_radius(C, radii, order, group_of):
     -------
     n_groups : int
     """
-    T, d = C.shape
+    T = C.shape[0]
     for t in range(T):
         group_of[t] = -1
     g = 0
@@ -378,11 +371,7 @@ def group_by_radius(C, radii, order, group_of):
         for t in range(T):
             if group_of[t] >= 0:
                 continue
-            acc = 0.0
-            for f in range(d):
-                diff = np.float64(C[t, f]) - np.float64(C[s, f])
-                acc += diff * diff
-            if acc <= r2:
+            if _pair_sqdist(C, t, C, s) <= r2:
                 group_of[t] = g
         g += 1
     return g

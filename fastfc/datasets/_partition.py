@@ -209,6 +209,19 @@ def _repair_counts(counts: np.ndarray, min_size: int) -> None:
             need -= take
 
 
+def _check_dirichlet_args(y, n_clients, alpha, min_size, min_size_floor: int):
+    """Validated (codes, n_classes, n_clients, min_size, alpha) of a Dirichlet label split."""
+    codes, n_classes = _check_labels(y)
+    n_clients = _check_int(n_clients, "n_clients", minimum=1)
+    min_size = _check_int(min_size, "min_size", minimum=min_size_floor)
+    alpha = _check_alpha(alpha)
+    if codes.size < n_clients * min_size:
+        raise ValueError(
+            f"cannot give each of {n_clients} clients at least {min_size} sample(s): only {codes.size} samples"
+        )
+    return codes, n_classes, n_clients, min_size, alpha
+
+
 def partition_dirichlet(
     y: ArrayLike,
     n_clients: int,
@@ -265,15 +278,8 @@ def partition_dirichlet(
     >>> sum(len(p) for p in parts), min(len(p) for p in parts) >= 1
     (60, True)
     """
-    codes, n_classes = _check_labels(y)
-    n_clients = _check_int(n_clients, "n_clients", minimum=1)
-    min_size = _check_int(min_size, "min_size", minimum=1)
-    alpha = _check_alpha(alpha)
+    codes, n_classes, n_clients, min_size, alpha = _check_dirichlet_args(y, n_clients, alpha, min_size, 1)
     n = codes.size
-    if n < n_clients * min_size:
-        raise ValueError(
-            f"cannot give each of {n_clients} clients at least {min_size} sample(s): only {n} samples"
-        )
     rng = _as_generator(random_state)
     class_sizes = np.bincount(codes, minlength=n_classes)
     conc = np.full(n_clients, alpha)
@@ -809,13 +815,8 @@ def partition_dirichlet_hsu(
     >>> sum(len(p) for p in parts), min(len(p) for p in parts) >= 10
     (500, True)
     """
-    codes, n_classes = _check_labels(y)
-    n_clients = _check_int(n_clients, "n_clients", minimum=1)
-    min_size = _check_int(min_size, "min_size", minimum=0)
-    alpha = _check_alpha(alpha)
+    codes, n_classes, n_clients, min_size, alpha = _check_dirichlet_args(y, n_clients, alpha, min_size, 0)
     n = codes.size
-    if n < n_clients * min_size:
-        raise ValueError(f"cannot give each of {n_clients} clients at least {min_size} sample(s): only {n} samples")
     rng = _as_generator(random_state)
     rows_by_class = _class_rows(codes, n_classes)
     fair = n / n_clients
