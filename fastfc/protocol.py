@@ -5,12 +5,15 @@ Every method defines its messages as frozen dataclasses deriving from
 when it is read from bytes (across machines), so the server never sees a
 malformed summary and a client never labels its rows from a malformed model.
 
-Wire format (version 1), all integers little-endian::
+Wire format (version 2), all integers little-endian::
 
     b"FFCM" | u32 header length | header (UTF-8 JSON) | array payload | SHA-256 of all before
 
 The header names the format version, the method, the message kind, the
-scalar fields and, for each array, its name, dtype and shape. The payload is
+addressing fields ``client`` (the client a summary comes from or a reply is
+for; ``null`` for a message meant for everyone) and ``round`` (the protocol
+round, 0 for one-shot methods), the scalar fields and, for each array, its
+name, dtype and shape. The payload is
 the arrays' raw C-order bytes in header order. Nothing is ever unpickled:
 only the dtypes in :data:`WIRE_DTYPES` are accepted. The digest detects
 truncation and accidental or in-transit corruption; it is not a signature
@@ -18,6 +21,7 @@ truncation and accidental or in-transit corruption; it is not a signature
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -38,7 +42,7 @@ __all__ = [
     "peek_header",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"FFCM"
 _DIGEST = 32
 _MAX_HEADER = 1 << 20
@@ -126,7 +130,15 @@ class Message:
 
     Arrays are copied, made C-contiguous and read-only on construction, so a
     message never aliases a caller's buffer.
+
+    Besides its fields every message carries two addressing attributes that
+    travel in the header: ``client`` (int or None: the client a summary comes
+    from or a reply is meant for) and ``round`` (int >= 0, the protocol round).
+    They are set with :meth:`addressed`, which returns a copy.
     """
+
+    client: int | None = None  # set per instance by addressed(); class default: unaddressed
+    round: int = 0
 
     METHOD: ClassVar[str] = ""
     KIND: ClassVar[str] = ""
@@ -161,6 +173,23 @@ class Message:
 
     def _check_consistency(self) -> None:
         """Cross-field checks; subclasses override."""
+
+    def addressed(self, *, client: int | None = None, round: int = 0):
+        """A copy of this message stamped with the client it concerns and the protocol round.
+
+        Parameters
+        ----------
+        client : int or None, default=None
+            Index of the client the message comes from (a summary) or is meant
+            for (a reply); ``None`` for a message addressed to everyone.
+        round : int, default=0
+            Protocol round (0 for the one-shot methods).
+        """
+        client = _check_address(type(self).__name__, client, round)
+        out = copy.copy(self)
+        object.__setattr__(out, "client", client)
+        object.__setattr__(out, "round", int(round))
+        return out
 
     # -- helpers for subclasses -------------------------------------------
     def _fail(self, msg: str) -> None:
@@ -200,7 +229,8 @@ class Message:
             else:
                 scalars[f.name] = value
         header = json.dumps(
-            {"v": FORMAT_VERSION, "method": self.METHOD, "kind": self.KIND, "scalars": scalars, "arrays": arrays},
+            {"v": FORMAT_VERSION, "method": self.METHOD, "kind": self.KIND, "client": self.client,
+             "round": self.round, "scalars": scalars, "arrays": arrays},
             separators=(",", ":"), allow_nan=False,
         ).encode("utf-8")
         body = b"".join([MAGIC, struct.pack("<I", len(header)), header, *chunks])
@@ -258,9 +288,22 @@ class Message:
         if offset != len(payload):
             raise MessageError(f"{cls.__name__}: {len(payload) - offset} unexpected trailing payload bytes")
         try:
-            return cls(**kwargs)
+            msg = cls(**kwargs)
         except TypeError as exc:
             raise MessageError(f"{cls.__name__}: {exc}") from None
+        return msg.addressed(client=header["client"], round=header["round"])
+
+
+def _check_address(cls_name: str, client, round) -> int | None:
+    """Validate the addressing fields (``client``: None or int >= 0, ``round``: int >= 0)."""
+    for name, value, optional in (("client", client, True), ("round", round, False)):
+        if value is None and optional:
+            continue
+        if isinstance(value, np.integer):
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise MessageError(f"{cls_name}: {name} must be {'None or ' if optional else ''}an integer >= 0, got {value!r}")
+    return None if client is None else int(client)
 
 
 def _split(data) -> tuple[dict, memoryview]:
@@ -281,8 +324,8 @@ def _split(data) -> tuple[dict, memoryview]:
         header = json.loads(bytes(body[8:8 + hlen]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MessageError(f"message header is not valid JSON ({exc})") from None
-    if not isinstance(header, dict) or not {"v", "method", "kind", "scalars", "arrays"} <= set(header):
-        raise MessageError("message header lacks required keys (v, method, kind, scalars, arrays)")
+    if not isinstance(header, dict) or not {"v", "method", "kind", "client", "round", "scalars", "arrays"} <= set(header):
+        raise MessageError("message header lacks required keys (v, method, kind, client, round, scalars, arrays)")
     if header["v"] != FORMAT_VERSION:
         raise MessageError(f"unsupported message format version {header['v']!r} (this fastfc reads {FORMAT_VERSION})")
     if not isinstance(header["arrays"], list) or not all(isinstance(a, dict) and "name" in a for a in header["arrays"]):
