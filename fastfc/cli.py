@@ -500,8 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     Returns
     -------
     status : int
-        0 on success, 2 for a user error, 1 for a bug (with its traceback),
-        130 when interrupted.
+        0 on success, 2 for a user error, 1 for a bug (with its traceback)
+        or when stdout's reader went away, 130 when interrupted.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = _build_parser()
@@ -516,6 +516,12 @@ def main(argv: list[str] | None = None) -> int:
         return _report_error(exc, status=2, as_json=True, debug=False)
     except KeyboardInterrupt as exc:
         return _report_error(exc, status=130, as_json=as_json, debug=debug)
+    except BrokenPipeError:  # the reader stopped reading (fastfc datasets | head): neither a bug nor worth a message
+        try:  # keep the interpreter's final flush of stdout from failing again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 1
     except Exception as exc:
         return _report_error(exc, status=2 if _is_user_error(exc) else 1, as_json=as_json, debug=debug)
 

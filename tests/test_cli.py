@@ -321,3 +321,13 @@ def test_output_reproduces_the_run(capsys):
     assert "0 restart(s)" in table
     assert any(line.split() == ["assign", "nearest"] for line in table.splitlines())
     assert any(line.split() == ["random_state", "3"] for line in table.splitlines())
+
+
+def test_closed_stdout_is_not_reported_as_a_bug(monkeypatch, capsys):
+    """When stdout's reader goes away (fastfc datasets | head), fastfc exits 1 without a traceback or message."""
+    def closed(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("fastfc.cli._cmd_datasets", closed)
+    assert main(["datasets"]) == 1
+    assert capsys.readouterr().err == ""
