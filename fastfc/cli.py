@@ -17,7 +17,7 @@ import linecache
 import os
 import sys
 import traceback
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 __all__ = ["main"]
 
@@ -123,6 +123,16 @@ class _Progress:
 
 
 def _parse_value(text: str) -> Any:
+    """The value of a ``--param KEY=VALUE`` item: None, a bool, an int, a float or the text itself.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    value : None, bool, int, float or str
+    """
     low = text.lower()
     if low in {"none", "null"}:
         return None
@@ -150,7 +160,20 @@ def _n_clusters_arg(text: str) -> int | str:
 
 
 def _option(parser: argparse.ArgumentParser, dest: str) -> str | None:
-    """The (longest) option string of ``parser`` that sets ``dest``, or None if it has none."""
+    """The option of ``parser`` that sets ``dest``, as the parser spells it.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        A command's parser.
+    dest : str
+        The attribute the option sets (``seed`` for ``--seed``).
+
+    Returns
+    -------
+    option : str or None
+        Its longest option string, or None when the command has no such option.
+    """
     for action in parser._actions:
         if action.dest == dest and action.option_strings:
             return max(action.option_strings, key=len)
@@ -200,7 +223,8 @@ def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list,
     args : argparse.Namespace
         Parsed arguments: ``dataset``, ``seed``, ``subparser``, and those of
         ``clients``, ``split``, ``alpha``, ``classes_per_client`` and
-        ``no_standardize`` the command has (None when not given).
+        ``no_standardize`` the command has (None when not given). Warnings
+    are printed on stderr and returned.
     default_clients : int
         Number of clients when ``--clients`` is not given.
 
@@ -232,6 +256,8 @@ def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list,
         warnings = []
         if no_standardize:
             warnings.append("--no-standardize changes nothing: a client file is used as stored (never z-scored)")
+        for message in warnings:
+            print(f"fastfc: warning: {message}", file=sys.stderr)
         return X_clients, y_clients, {"split": None, "split_params": {}, "standardize": False, "warnings": warnings}
     split = given.get("split", _SPLIT_OPTIONS["split"][1])
     stray = [dest for dest, (applies, _) in _SPLIT_OPTIONS.items() if dest in given and applies not in (None, split)]
@@ -249,7 +275,17 @@ def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list,
 
 
 def _add_split_options(parser: argparse.ArgumentParser, default_clients: int) -> None:
-    """``--dataset``, ``--clients``, ``--split``, ``--alpha`` and ``--seed`` (defaults resolved in ``_load_clients``)."""
+    """Add ``--dataset``, ``--clients``, ``--split``, ``--alpha`` and ``--seed`` to a command.
+
+    The split options default to None so that ``_load_clients`` can tell
+    the given ones from the rest; it resolves their defaults.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    default_clients : int
+        The command's number of clients when ``--clients`` is not given (for the help).
+    """
     parser.add_argument("--dataset", required=True,
                         help="bundled dataset name (see 'fastfc datasets') or a client .npz file (X0..Xk, y0..yk)")
     parser.add_argument("--clients", type=int, default=None,
@@ -262,12 +298,24 @@ def _add_split_options(parser: argparse.ArgumentParser, default_clients: int) ->
 
 
 def _add_n_clusters_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--n-clusters`` (a positive integer or ``auto``) to a command.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    """
     parser.add_argument("--n-clusters", type=_n_clusters_arg, default=None,
                         help="number of clusters (default: number of classes); 'auto' lets a method that can "
                              "estimate it do so (fedkstarhc)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    """The ``fastfc`` parser; each command sets ``handler`` (its function) and ``subparser`` (its parser).
+
+    Returns
+    -------
+    parser : argparse.ArgumentParser
+    """
     from . import __version__
     from .experiment import METHODS
 
@@ -285,7 +333,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_n_clusters_option(run)
     run.add_argument("--n-jobs", type=int, default=None, help="threads (default 1; -1 = all cores)")
     run.add_argument("--no-standardize", action="store_true", help="do not z-score the dataset before splitting")
-    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="extra estimator parameter (repeatable)")
+    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="extra estimator parameter (repeatable)")
     run.add_argument("--protocol", choices=["client", "centroid"], default="client",
                      help="score the clients' row labels (client) or one nearest-centroid step on the complete "
                           "dataset (centroid, GOLD's centroid inheritance)")
@@ -296,7 +345,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     fl = sub.add_parser("flower", help="real federated runs on Flower (needs fastfc[flower])")
     flsub = fl.add_subparsers(dest="flower_command", required=True)
-    app = flsub.add_parser("app", parents=[common], help="write the Flower app project (pyproject.toml) into a directory")
+    app = flsub.add_parser("app", parents=[common],
+                           help="write the Flower app project (pyproject.toml) into a directory")
     app.set_defaults(handler=_cmd_flower_app, subparser=app)
     app.add_argument("directory")
     app.add_argument("--clients", type=int, default=3, help="expected SuperNodes (num-clients, default 3)")
@@ -315,19 +365,36 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _param_text(value: Any) -> str:
-    """``value`` as ``--param KEY=VALUE`` reads it back."""
+    """``value`` as ``--param KEY=VALUE`` reads it back (``none``, ``true``, ``false``, numbers, text).
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    text : str
+    """
     if value is None or isinstance(value, bool):
         return str(value).lower()
     return str(value)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    """``fastfc run``: fit a method on clients, print the scores, timings, restarts and parameters.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    status : int
+    """
     from .experiment import run_method
 
     params = _estimator_params(args)
     X_clients, y_clients, data = _load_clients(args, default_clients=8)
-    for message in data["warnings"]:
-        print(f"fastfc: warning: {message}", file=sys.stderr)
     progress = _Progress(sys.stderr, bars=sys.stderr.isatty() and not args.json)
     res = run_method(
         args.method, X_clients, y_clients, params=params, progress=progress, protocol=args.protocol,
@@ -354,6 +421,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:
+    """``fastfc datasets``: list the bundled datasets.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    status : int
+    """
     from .datasets import dataset_info, list_datasets
 
     print(f"{'name':<18}{'samples':>9}{'features':>10}{'classes':>9}  source")
@@ -364,6 +441,16 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def _cmd_flower_app(args: argparse.Namespace) -> int:
+    """``fastfc flower app``: write the Flower app project.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    status : int
+    """
     from .flower import write_app_project
 
     path = write_app_project(args.directory, n_clients=args.clients, min_clients=args.min_clients)
@@ -372,6 +459,16 @@ def _cmd_flower_app(args: argparse.Namespace) -> int:
 
 
 def _cmd_flower_local(args: argparse.Namespace) -> int:
+    """``fastfc flower local``: run a method over local SuperNodes, print the report as JSON.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    status : int
+    """
     import tempfile
 
     import numpy as np
@@ -381,8 +478,6 @@ def _cmd_flower_local(args: argparse.Namespace) -> int:
 
     extra = _estimator_params(args)
     X_clients, y_clients, data = _load_clients(args, default_clients=3)
-    for message in data["warnings"]:
-        print(f"fastfc: warning: {message}", file=sys.stderr)
     k = args.n_clusters
     if k is None and y_clients is not None:
         k = len({int(v) for y in y_clients for v in y})
