@@ -310,7 +310,11 @@ def _add_n_clusters_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    """The ``fastfc`` parser; each command sets ``handler`` (its function) and ``subparser`` (its parser).
+    """The ``fastfc`` parser.
+
+    Each command sets ``subparser`` (its parser) and ``handler``: its
+    ``_cmd_*`` function, called with the parsed arguments, which returns the
+    exit status.
 
     Returns
     -------
@@ -381,16 +385,7 @@ def _param_text(value: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """``fastfc run``: fit a method on clients, print the scores, timings, restarts and parameters.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-
-    Returns
-    -------
-    status : int
-    """
+    """``fastfc run``: fit a method on clients, print the scores, timings, restarts and parameters."""
     from .experiment import run_method
 
     params = _estimator_params(args)
@@ -421,16 +416,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:
-    """``fastfc datasets``: list the bundled datasets.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-
-    Returns
-    -------
-    status : int
-    """
+    """``fastfc datasets``: list the bundled datasets."""
     from .datasets import dataset_info, list_datasets
 
     print(f"{'name':<18}{'samples':>9}{'features':>10}{'classes':>9}  source")
@@ -441,16 +427,7 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def _cmd_flower_app(args: argparse.Namespace) -> int:
-    """``fastfc flower app``: write the Flower app project.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-
-    Returns
-    -------
-    status : int
-    """
+    """``fastfc flower app``: write the Flower app project."""
     from .flower import write_app_project
 
     path = write_app_project(args.directory, n_clients=args.clients, min_clients=args.min_clients)
@@ -459,16 +436,7 @@ def _cmd_flower_app(args: argparse.Namespace) -> int:
 
 
 def _cmd_flower_local(args: argparse.Namespace) -> int:
-    """``fastfc flower local``: run a method over local SuperNodes, print the report as JSON.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-
-    Returns
-    -------
-    status : int
-    """
+    """``fastfc flower local``: run a method over local SuperNodes, print the report as JSON."""
     import tempfile
 
     import numpy as np
@@ -477,7 +445,7 @@ def _cmd_flower_local(args: argparse.Namespace) -> int:
     from .metrics import evaluate
 
     extra = _estimator_params(args)
-    X_clients, y_clients, data = _load_clients(args, default_clients=3)
+    X_clients, y_clients, _ = _load_clients(args, default_clients=3)
     k = args.n_clusters
     if k is None and y_clients is not None:
         k = len({int(v) for y in y_clients for v in y})
