@@ -1,33 +1,138 @@
-"""Command line: ``fastfc run METHOD --dataset NAME`` and ``fastfc datasets``."""
+"""Command line: ``fastfc run METHOD --dataset NAME``, ``fastfc datasets`` and ``fastfc flower``.
+
+Errors
+    Expected user errors print one line ``fastfc: error: ...`` and exit with
+    status 2: bad arguments, a ``ValueError``/``TypeError``/``ImportError``
+    raised by one of fastfc's own checks (input validation, ``MessageError``,
+    a missing optional dependency) and missing or unreadable files. Anything
+    else is a bug in fastfc and shows its traceback (status 1). ``--debug``
+    always shows the traceback. With ``--json`` the error is also a JSON
+    object ``{"error": {"type": ..., "message": ...}}`` on stdout.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import linecache
+import os
 import sys
-from typing import Any
+import traceback
+from typing import Any, TextIO
 
 __all__ = ["main"]
 
+#: estimator parameters that have their own option rather than ``--param``:
+#: parameter -> ``dest`` of that option (the same table passes them on)
+_OWN_OPTIONS: dict[str, str] = {"n_clusters": "n_clusters", "random_state": "seed", "n_jobs": "n_jobs"}
+
+#: split options -> (the split they apply to, their default); given with
+#: another split or with a client file they are refused, never ignored
+_SPLIT_OPTIONS: dict[str, tuple[str | None, Any]] = {
+    "split": (None, "iid"),
+    "alpha": ("dirichlet", 0.5),
+    "classes_per_client": ("classes", 2),
+}
+
+#: errors with a message meant for the user whatever raised them
+_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+#: errors that are user errors when a ``raise`` statement of fastfc raised them
+#: (a ValueError from numpy deep inside a kernel is a bug, not a user error)
+_CHECK_ERRORS = (ValueError, TypeError, ImportError)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class _UsageError(Exception):
+    """Bad command-line arguments (what argparse would report and exit on)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser = parser
+
+
+class _CommandError(Exception):
+    """A command failed for a reason its message explains fully (no traceback needed)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors ``main`` formats (as text or as JSON)."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        raise _UsageError(self, message)
+
 
 class _Progress:
-    """A one-line progress bar over clients on stderr (only on a terminal)."""
+    """Progress of a fit on a text stream: per-client phases, the server phase and restarts.
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._last = None
+    Called as ``progress(phase, done, total)`` by ``fit_clients``:
+    ``"summarize"``/``"assign"`` after each client finishes, ``("server", 0, 1)``
+    before and ``("server", 1, 1)`` after the server phase, ``("restart", r,
+    max_restarts)`` when whole-run restart ``r`` begins. Any other phase gets
+    a plain bar.
+
+    Parameters
+    ----------
+    stream : text stream
+        Where to write (stderr).
+    bars : bool
+        Draw the bars and the server phase (on a terminal). Restarts are
+        reported either way, one line each.
+    """
+
+    width = 30
+
+    def __init__(self, stream: TextIO, bars: bool):
+        self.stream = stream
+        self.bars = bars
+        self._line: str | None = None  # phase of the line still open (no newline yet)
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def _end_line(self, tail: str = "") -> None:
+        if self._line is not None:
+            self._write(tail + "\n")
+            self._line = None
 
     def __call__(self, phase: str, done: int, total: int) -> None:
-        if not self.enabled:
+        if phase == "restart":
+            self._end_line(" failed" if self._line == "server" else "")
+            self._write(f"restart {done}/{total}: server phase failed, rerunning with fresh randomness\n")
             return
-        width = 30
-        filled = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r{phase:>9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} clients")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+        if not self.bars:
+            return
+        if phase == "server":
+            if done < total:
+                self._end_line()
+                self._write(f"{'server':>9} running ...")
+                self._line = "server"
+            elif self._line == "server":
+                self._end_line(" done")
+            else:
+                self._end_line()
+                self._write(f"{'server':>9} done\n")
+            return
+        if self._line not in (None, phase):
+            self._end_line()
+        filled = min(self.width, max(0, self.width * done // max(total, 1)))
+        unit = " clients" if phase in ("summarize", "assign") else ""
+        self._write(f"\r{phase:>9} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}{unit}")
+        self._line = phase
+        if done >= total:
+            self._end_line()
 
 
 def _parse_value(text: str) -> Any:
+    """The value of a ``--param KEY=VALUE`` item: None, a bool, an int, a float or the text itself.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    value : None, bool, int, float or str
+    """
     low = text.lower()
     if low in {"none", "null"}:
         return None
@@ -54,61 +159,208 @@ def _n_clusters_arg(text: str) -> int | str:
     return value
 
 
-def _parse_params(items: list[str]) -> dict[str, Any]:
+def _option(parser: argparse.ArgumentParser, dest: str) -> str | None:
+    """The option of ``parser`` that sets ``dest``, as the parser spells it.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        A command's parser.
+    dest : str
+        The attribute the option sets (``seed`` for ``--seed``).
+
+    Returns
+    -------
+    option : str or None
+        Its longest option string, or None when the command has no such option.
+    """
+    for action in parser._actions:
+        if action.dest == dest and action.option_strings:
+            return max(action.option_strings, key=len)
+    return None
+
+
+def _estimator_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--param KEY=VALUE`` items as a dict of estimator parameters.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``param`` and ``subparser`` (the command's parser).
+
+    Returns
+    -------
+    params : dict
+
+    Raises
+    ------
+    ValueError
+        For an item without ``=``, or a parameter that has its own option in
+        this command (the message names that option, looked up in the parser).
+    """
     out = {}
-    for item in items:
-        if "=" not in item:
+    for item in args.param:
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not key:
             raise ValueError(f"--param expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = _parse_value(value.strip())
+        option = _option(args.subparser, _OWN_OPTIONS[key]) if key in _OWN_OPTIONS else None
+        if option is not None:
+            raise ValueError(f"{key} is set by its own option: use {option} {raw} instead of --param {item}")
+        out[key] = _parse_value(raw)
     return out
 
 
+def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list, list | None, dict[str, Any]]:
+    """The clients' data for ``--dataset`` and the split options of the command.
+
+    Split options that cannot apply (to a client file, or to another
+    ``--split``) are refused with an error naming them; none is ignored
+    silently.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments: ``dataset``, ``seed``, ``subparser``, and those of
+        ``clients``, ``split``, ``alpha``, ``classes_per_client`` and
+        ``no_standardize`` the command has (None when not given). Warnings
+    are printed on stderr and returned.
+    default_clients : int
+        Number of clients when ``--clients`` is not given.
+
+    Returns
+    -------
+    X_clients : list of ndarray
+    y_clients : list of ndarray or None
+    data : dict
+        ``split`` (None for a client file), ``split_params``, ``standardize``
+        and ``warnings`` (messages for the user, possibly empty).
+    """
+    from .experiment import dataset_kind, load_federated
+
+    given = {dest: getattr(args, dest, None) for dest in ("clients", *_SPLIT_OPTIONS)}
+    given = {dest: value for dest, value in given.items() if value is not None}
+    no_standardize = getattr(args, "no_standardize", False)
+
+    def options(dests) -> str:
+        return ", ".join(_option(args.subparser, dest) for dest in dests)
+
+    if dataset_kind(args.dataset) == "file":
+        X_clients, y_clients = load_federated(args.dataset)
+        if given.get("clients") == len(X_clients):
+            del given["clients"]
+        if given:
+            raise ValueError(f"{options(given)} cannot apply to a client file: {args.dataset} holds "
+                             f"{len(X_clients)} clients, used as stored (drop {options(given)}, "
+                             "or name a bundled dataset to split)")
+        warnings = []
+        if no_standardize:
+            warnings.append("--no-standardize changes nothing: a client file is used as stored (never z-scored)")
+        for message in warnings:
+            print(f"fastfc: warning: {message}", file=sys.stderr)
+        return X_clients, y_clients, {"split": None, "split_params": {}, "standardize": False, "warnings": warnings}
+    split = given.get("split", _SPLIT_OPTIONS["split"][1])
+    stray = [dest for dest, (applies, _) in _SPLIT_OPTIONS.items() if dest in given and applies not in (None, split)]
+    if stray:
+        raise ValueError("; ".join(f"{_option(args.subparser, dest)} applies only to --split {_SPLIT_OPTIONS[dest][0]}"
+                                   for dest in stray) + f" (this run uses --split {split})")
+    split_params = {dest: given.get(dest, default) for dest, (applies, default) in _SPLIT_OPTIONS.items()
+                    if applies == split and hasattr(args, dest)}
+    X_clients, y_clients = load_federated(
+        args.dataset, n_clients=given.get("clients", default_clients), split=split, seed=args.seed,
+        standardize=not no_standardize, split_params=split_params,
+    )
+    return X_clients, y_clients, {"split": split, "split_params": split_params, "standardize": not no_standardize,
+                                  "warnings": []}
+
+
+def _add_split_options(parser: argparse.ArgumentParser, default_clients: int) -> None:
+    """Add ``--dataset``, ``--clients``, ``--split``, ``--alpha`` and ``--seed`` to a command.
+
+    The split options default to None so that ``_load_clients`` can tell
+    the given ones from the rest; it resolves their defaults.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    default_clients : int
+        The command's number of clients when ``--clients`` is not given (for the help).
+    """
+    parser.add_argument("--dataset", required=True,
+                        help="bundled dataset name (see 'fastfc datasets') or a client .npz file (X0..Xk, y0..yk)")
+    parser.add_argument("--clients", type=int, default=None,
+                        help=f"number of clients (default {default_clients}; not for a client file)")
+    parser.add_argument("--split", default=None, choices=["iid", "dirichlet", "classes", "non-icd"],
+                        help="how rows are split over clients (default iid; not for a client file)")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="Dirichlet concentration for --split dirichlet (default 0.5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the split and of the method (default 0)")
+
+
+def _add_n_clusters_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--n-clusters`` (a positive integer or ``auto``) to a command.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    """
+    parser.add_argument("--n-clusters", type=_n_clusters_arg, default=None,
+                        help="number of clusters (default: number of classes); 'auto' lets a method that can "
+                             "estimate it do so (fedkstarhc)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
+    """The ``fastfc`` parser.
+
+    Each command sets ``subparser`` (its parser) and ``handler``: its
+    ``_cmd_*`` function, called with the parsed arguments, which returns the
+    exit status.
+
+    Returns
+    -------
+    parser : argparse.ArgumentParser
+    """
     from . import __version__
     from .experiment import METHODS
 
-    parser = argparse.ArgumentParser(prog="fastfc", description="Fast one-shot federated clustering.")
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the full traceback of any error")
+    parser = _Parser(prog="fastfc", description="Fast one-shot federated clustering.")
     parser.add_argument("--version", action="version", version=f"fastfc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a method on a dataset split over clients and score it")
+    run = sub.add_parser("run", parents=[common], help="run a method on a dataset split over clients and score it")
+    run.set_defaults(handler=_cmd_run, subparser=run)
     run.add_argument("method", help=f"one of: {', '.join(sorted(METHODS))}")
-    run.add_argument("--dataset", required=True, help="bundled dataset name (see 'fastfc datasets') or a client .npz file (X0..Xk, y0..yk)")
-    run.add_argument("--clients", type=int, default=8, help="number of clients (default 8)")
-    run.add_argument("--split", default="iid", choices=["iid", "dirichlet", "classes", "non-icd"], help="how rows are split over clients (default iid)")
-    run.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration for --split dirichlet (default 0.5)")
-    run.add_argument("--classes-per-client", type=int, default=2, help="for --split classes (default 2)")
-    run.add_argument("--seed", type=int, default=0, help="seed of the split and of the method (default 0)")
-    run.add_argument("--n-clusters", type=_n_clusters_arg, default=None,
-                     help="number of clusters (default: number of classes); 'auto' lets a method that can "
-                          "estimate it do so (fedkstarhc)")
+    _add_split_options(run, default_clients=8)
+    run.add_argument("--classes-per-client", type=int, default=None, help="for --split classes (default 2)")
+    _add_n_clusters_option(run)
     run.add_argument("--n-jobs", type=int, default=None, help="threads (default 1; -1 = all cores)")
     run.add_argument("--no-standardize", action="store_true", help="do not z-score the dataset before splitting")
-    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="extra estimator parameter (repeatable)")
+    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="extra estimator parameter (repeatable)")
     run.add_argument("--protocol", choices=["client", "centroid"], default="client",
                      help="score the clients' row labels (client) or one nearest-centroid step on the complete "
                           "dataset (centroid, GOLD's centroid inheritance)")
-    run.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    run.add_argument("--json", action="store_true", help="print one JSON object (also for errors) instead of a table")
 
-    sub.add_parser("datasets", help="list the bundled datasets")
+    datasets = sub.add_parser("datasets", parents=[common], help="list the bundled datasets")
+    datasets.set_defaults(handler=_cmd_datasets, subparser=datasets)
 
     fl = sub.add_parser("flower", help="real federated runs on Flower (needs fastfc[flower])")
     flsub = fl.add_subparsers(dest="flower_command", required=True)
-    app = flsub.add_parser("app", help="write the Flower app project (pyproject.toml) into a directory")
+    app = flsub.add_parser("app", parents=[common],
+                           help="write the Flower app project (pyproject.toml) into a directory")
+    app.set_defaults(handler=_cmd_flower_app, subparser=app)
     app.add_argument("directory")
     app.add_argument("--clients", type=int, default=3, help="expected SuperNodes (num-clients, default 3)")
     app.add_argument("--min-clients", type=int, default=None, help="fewest responders to finish (default: all)")
-    loc = flsub.add_parser("local", help="run a method over N SuperNodes started on 127.0.0.1, one per client")
+    loc = flsub.add_parser("local", parents=[common],
+                           help="run a method over N SuperNodes started on 127.0.0.1, one per client")
+    loc.set_defaults(handler=_cmd_flower_local, subparser=loc)
     loc.add_argument("method", help=f"one of: {', '.join(sorted(METHODS))}")
-    loc.add_argument("--dataset", required=True, help="bundled dataset name or a client .npz file (X0..Xk, y0..yk)")
-    loc.add_argument("--clients", type=int, default=3, help="number of clients / SuperNodes (default 3)")
-    loc.add_argument("--split", default="iid", choices=["iid", "dirichlet", "classes", "non-icd"])
-    loc.add_argument("--alpha", type=float, default=0.5)
-    loc.add_argument("--seed", type=int, default=0, help="seed of the split and of the method (default 0)")
-    loc.add_argument("--n-clusters", type=_n_clusters_arg, default=None,
-                     help="number of clusters (default: number of classes); 'auto' lets a method that can "
-                          "estimate it do so (fedkstarhc)")
+    _add_split_options(loc, default_clients=3)
+    _add_n_clusters_option(loc)
     loc.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     loc.add_argument("--workdir", default=None, help="where data, labels, logs and Flower state go (default: a new temp dir)")
     loc.add_argument("--port", type=int, default=29500, help="SuperLink port; SuperNodes use the next N (default 29500)")
@@ -116,44 +368,55 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_run(args) -> int:
-    from .experiment import load_federated, run_method
+def _param_text(value: Any) -> str:
+    """``value`` as ``--param KEY=VALUE`` reads it back (``none``, ``true``, ``false``, numbers, text).
 
-    split_params: dict[str, Any] = {}
-    if args.split == "dirichlet":
-        split_params["alpha"] = args.alpha
-    elif args.split == "classes":
-        split_params["classes_per_client"] = args.classes_per_client
-    X_clients, y_clients = load_federated(
-        args.dataset, n_clients=args.clients, split=args.split, seed=args.seed,
-        standardize=not args.no_standardize, split_params=split_params,
-    )
-    progress = _Progress(enabled=sys.stderr.isatty() and not args.json and len(X_clients) >= 20)
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    text : str
+    """
+    if value is None or isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """``fastfc run``: fit a method on clients, print the scores, timings, restarts and parameters."""
+    from .experiment import run_method
+
+    params = _estimator_params(args)
+    X_clients, y_clients, data = _load_clients(args, default_clients=8)
+    progress = _Progress(sys.stderr, bars=sys.stderr.isatty() and not args.json)
     res = run_method(
-        args.method, X_clients, y_clients, n_clusters=args.n_clusters, random_state=args.seed,
-        n_jobs=args.n_jobs, params=_parse_params(args.param), progress=progress, protocol=args.protocol,
+        args.method, X_clients, y_clients, params=params, progress=progress, protocol=args.protocol,
+        **{param: getattr(args, dest) for param, dest in _OWN_OPTIONS.items()},
     )
     res.pop("estimator")
-    res["dataset"] = args.dataset
-    res["split"] = args.split
-    res["seed"] = args.seed
+    res.update(dataset=args.dataset, seed=args.seed, **data)
+    if not res["warnings"]:
+        del res["warnings"]
     if args.json:
         print(json.dumps(res, sort_keys=True))
         return 0
+    split = "from the file" if data["split"] is None else data["split"]
     print(f"{res['method']} on {args.dataset}: {res['n_samples']} rows x {res['n_features']} features, "
-          f"{res['n_clients']} clients ({args.split}), {res['n_clusters']} clusters, seed {args.seed}")
-    print()
-    print(f"{'metric':<12}{'value':>10}")
-    for key, value in res["metrics"].items():
-        print(f"{key:<12}{value:>10.4f}")
-    print()
-    print(f"{'phase':<12}{'seconds':>10}")
-    for key, value in res["timings"].items():
-        print(f"{key:<12}{value:>10.4f}")
+          f"{res['n_clients']} clients ({split}), {res['n_clusters']} clusters, seed {args.seed}, "
+          f"{res['n_restarts']} restart(s)")
+    for title, rows, fmt in (("metric", res["metrics"], ".4f"), ("phase", res["timings"], ".4f"),
+                             ("parameter", res["params"], "")):
+        print()
+        print(f"{title:<24}{'seconds' if title == 'phase' else 'value':>12}")
+        for key, value in rows.items():
+            print(f"{key:<24}{format(value, fmt) if fmt else _param_text(value):>12}")
     return 0
 
 
-def _cmd_datasets(args) -> int:
+def _cmd_datasets(args: argparse.Namespace) -> int:
+    """``fastfc datasets``: list the bundled datasets."""
     from .datasets import dataset_info, list_datasets
 
     print(f"{'name':<18}{'samples':>9}{'features':>10}{'classes':>9}  source")
@@ -163,30 +426,31 @@ def _cmd_datasets(args) -> int:
     return 0
 
 
-def _cmd_flower(args) -> int:
-    import json
+def _cmd_flower_app(args: argparse.Namespace) -> int:
+    """``fastfc flower app``: write the Flower app project."""
+    from .flower import write_app_project
+
+    path = write_app_project(args.directory, n_clients=args.clients, min_clients=args.min_clients)
+    print(f"wrote {path / 'pyproject.toml'}; run it with: flwr run {path} <federation>")
+    return 0
+
+
+def _cmd_flower_local(args: argparse.Namespace) -> int:
+    """``fastfc flower local``: run a method over local SuperNodes, print the report as JSON."""
     import tempfile
 
-    from .flower import LocalFederation, write_app_project
+    import numpy as np
 
-    if args.flower_command == "app":
-        path = write_app_project(args.directory, n_clients=args.clients, min_clients=args.min_clients)
-        print(f"wrote {path / 'pyproject.toml'}; run it with: flwr run {path} <federation>")
-        return 0
-    from .experiment import load_federated
+    from .flower import LocalFederation, write_app_project
     from .metrics import evaluate
 
-    split_params = {"alpha": args.alpha} if args.split == "dirichlet" else {}
-    X_clients, y_clients = load_federated(args.dataset, n_clients=args.clients, split=args.split, seed=args.seed,
-                                          split_params=split_params)
+    extra = _estimator_params(args)
+    X_clients, y_clients, _ = _load_clients(args, default_clients=3)
     k = args.n_clusters
     if k is None and y_clients is not None:
         k = len({int(v) for y in y_clients for v in y})
     if k is None:
         raise ValueError("--n-clusters is required for data without labels")
-    extra = _parse_params(args.param)
-    if "n_clusters" in extra:
-        raise ValueError("give the number of clusters with --n-clusters, not --param n_clusters=...")
     params = {"n_clusters": None if k == "auto" else int(k), **extra}
     workdir = args.workdir or tempfile.mkdtemp(prefix="fastfc-flower-")
     app = write_app_project(f"{workdir}/app", n_clients=len(X_clients))
@@ -199,17 +463,15 @@ def _cmd_flower(args) -> int:
                                         "report-path": report})
         labels = fed.labels()
     if status != "finished:completed":
-        raise RuntimeError(f"the Flower run ended {status}: {details}")
-    res = json.loads(open(report).read())
+        raise _CommandError(f"the Flower run ended {status}: {details}")
+    with open(report) as fh:
+        res = json.load(fh)
     got = [lab for lab in labels if lab is not None]
     if y_clients is not None and len(got) == len(y_clients):
-        import numpy as np
-
         res["metrics"] = {k: round(float(v), 4) for k, v in evaluate(np.concatenate(y_clients),
                                                                      np.concatenate(got)).items()}
     if args.check:
         from .experiment import make_estimator
-        import numpy as np
 
         ref = make_estimator(args.method, random_state=args.seed, **params).fit_clients(X_clients)
         same = all(lab is not None and np.array_equal(lab, r) for lab, r in zip(labels, ref.client_labels_))
@@ -221,23 +483,110 @@ def _cmd_flower(args) -> int:
     return 0
 
 
+def _is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an expected user error (one line) rather than a bug (traceback).
+
+    User errors are bad arguments, a command's own explained failure, missing
+    or unreadable files, and a ValueError, TypeError or ImportError raised
+    by a ``raise`` statement in fastfc (its input validation, ``MessageError``,
+    a missing optional dependency). The same types raised elsewhere (numpy
+    inside a kernel, a wrong call) are bugs. Without fastfc's source files
+    (so the raising line cannot be read) everything else counts as a bug.
+
+    Parameters
+    ----------
+    exc : BaseException
+
+    Returns
+    -------
+    bool
+    """
+    if isinstance(exc, (_UsageError, _CommandError, *_FILE_ERRORS)):
+        return True
+    if not isinstance(exc, _CHECK_ERRORS) or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    line = linecache.getline(filename, tb.tb_lineno).split()
+    return filename.startswith(_PACKAGE_DIR + os.sep) and bool(line) and line[0] == "raise"
+
+
+def _report_error(exc: BaseException, *, status: int, as_json: bool, debug: bool) -> int:
+    """Report ``exc`` on stderr (one line, or a traceback for a bug or with ``--debug``) and as JSON on stdout.
+
+    Parameters
+    ----------
+    exc : BaseException
+    status : int
+        The exit status to return.
+    as_json : bool
+        Also print ``{"error": {"type", "message"[, "traceback"]}}`` on stdout
+        (then the one-line message is not repeated on stderr).
+    debug : bool
+        Show the traceback even for a user error.
+
+    Returns
+    -------
+    status : int
+    """
+    user = isinstance(exc, KeyboardInterrupt) or _is_user_error(exc)
+    kind = "UsageError" if isinstance(exc, _UsageError) else type(exc).__name__
+    message = str(exc).strip() or kind
+    if isinstance(exc, KeyError):  # str() of a KeyError is the repr of the key
+        message = f"KeyError: {message}"
+    trace = "".join(traceback.format_exception(exc)) if debug or not user else None
+    if trace:
+        sys.stderr.write(trace)
+    if not user:
+        print("fastfc: internal error: this is a bug in fastfc, not in the input; please report it with the "
+              "traceback above", file=sys.stderr)
+    elif not as_json:
+        print(f"fastfc: error: {message}", file=sys.stderr)
+    if as_json:
+        error = {"type": kind, "message": message, "user_error": user}
+        if trace:
+            error["traceback"] = trace
+        print(json.dumps({"error": error, "exit_status": status}, sort_keys=True))
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``fastfc`` command; returns the exit status."""
+    """Entry point of the ``fastfc`` command.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    status : int
+        0 on success, 2 for a user error, 1 for a bug (with its traceback)
+        or when stdout's reader went away, 130 when interrupted.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    as_json, debug = "--json" in argv, "--debug" in argv
     try:
-        if args.command == "run":
-            return _cmd_run(args)
-        if args.command == "flower":
-            return _cmd_flower(args)
-        return _cmd_datasets(args)
-    except KeyboardInterrupt:
-        print("fastfc: interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, TypeError, KeyError, OSError, ImportError, RuntimeError) as exc:
-        msg = str(exc).strip().strip("'\"") or type(exc).__name__
-        print(f"fastfc: error: {msg}", file=sys.stderr)
-        return 2
+        args = parser.parse_args(argv)
+        as_json, debug = getattr(args, "json", False), args.debug
+        return args.handler(args)
+    except _UsageError as exc:
+        if not as_json:
+            argparse.ArgumentParser.error(exc.parser, str(exc))  # usage and message on stderr, exit 2
+        return _report_error(exc, status=2, as_json=True, debug=False)
+    except KeyboardInterrupt as exc:
+        return _report_error(exc, status=130, as_json=as_json, debug=debug)
+    except BrokenPipeError:  # the reader stopped reading (fastfc datasets | head): neither a bug nor worth a message
+        try:  # keep the interpreter's final flush of stdout from failing again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 1
+    except Exception as exc:
+        return _report_error(exc, status=2 if _is_user_error(exc) else 1, as_json=as_json, debug=debug)
 
 
 if __name__ == "__main__":  # pragma: no cover

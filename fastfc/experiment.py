@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["METHODS", "make_estimator", "load_federated", "run_method", "complete_dataset"]
+__all__ = ["METHODS", "make_estimator", "dataset_kind", "load_federated", "run_method", "complete_dataset"]
 
 #: method name (as used by the CLI) -> "module:Class"
 METHODS: dict[str, str] = {
@@ -38,6 +38,54 @@ def make_estimator(method: str, **params):
     return est_cls(**params)
 
 
+#: the file kinds ``dataset`` may name (client files, see :func:`fastfc.datasets.load_client_npz`)
+CLIENT_FILE_KINDS: tuple[str, ...] = (".npz",)
+
+
+def dataset_kind(dataset: str) -> str:
+    """Whether ``dataset`` names a bundled dataset or a client file.
+
+    Parameters
+    ----------
+    dataset : str
+        A bundled dataset name (case-insensitive, see
+        :func:`fastfc.datasets.list_datasets`), or the path of a client file:
+        a name ending in ``.npz``, or an existing path with a directory part.
+
+    Returns
+    -------
+    kind : {"bundled", "file"}
+
+    Raises
+    ------
+    ValueError
+        If ``dataset`` is neither; the message lists the accepted dataset
+        names and file kinds.
+
+    Examples
+    --------
+    >>> dataset_kind("iris"), dataset_kind("clients.npz")
+    ('bundled', 'file')
+    """
+    from . import datasets
+
+    try:
+        datasets.dataset_info(dataset)
+        return "bundled"
+    except ValueError:
+        pass
+    if dataset.lower().endswith(CLIENT_FILE_KINDS) or (os.path.sep in dataset and os.path.exists(dataset)):
+        return "file"
+    ext = os.path.splitext(dataset)[1]
+    what = f"{ext} files are not read; " if ext else ""
+    raise ValueError(
+        f"unknown dataset {dataset!r}: {what}accepted are a bundled dataset name "
+        f"({', '.join(datasets.list_datasets())}) or the path of a client file of kind "
+        f"{' or '.join(CLIENT_FILE_KINDS)} (arrays X0..Xk and optionally y0..yk, one pair per client, "
+        "as written by fastfc.datasets.save_client_npz)"
+    )
+
+
 def load_federated(
     dataset: str,
     *,
@@ -54,8 +102,10 @@ def load_federated(
     dataset : str
         A bundled dataset name (see :func:`fastfc.datasets.list_datasets`) or
         the path of a ``.npz`` file in the ``X0..Xk / y0..yk`` client format
-        (then ``n_clients``, ``split`` and ``standardize`` are ignored: the
-        file's clients are used as they are).
+        (see :func:`dataset_kind`). A client file's clients are used as
+        stored: ``n_clients``, ``split``, ``split_params`` and
+        ``standardize`` do not apply to it (the command line refuses or
+        warns about them).
     n_clients : int, default=8
     split : {"iid", "dirichlet", "classes", "non-icd"}, default="iid"
     seed : int, default=0
@@ -68,12 +118,18 @@ def load_federated(
     Returns
     -------
     X_clients, y_clients : lists of ndarray
+
+    Raises
+    ------
+    ValueError
+        If ``dataset`` is neither a bundled name nor a client file (the
+        message lists what is accepted), or the file or split is invalid.
+    FileNotFoundError
+        If the client file does not exist.
     """
     from . import datasets
 
-    if dataset.endswith(".npz") or os.path.sep in dataset:
-        if not os.path.exists(dataset):
-            raise FileNotFoundError(f"client file {dataset!r} does not exist")
+    if dataset_kind(dataset) == "file":
         return datasets.load_client_npz(dataset)
     X, y = datasets.load_dataset(dataset, standardize=standardize)
     parts = datasets.partition(y, n_clients, split, X=X, random_state=seed, **(split_params or {}))
@@ -118,15 +174,17 @@ def run_method(
     result : dict
         ``method``, ``n_clients``, ``n_samples``, ``n_features``, ``n_clusters``,
         ``metrics`` (purity, acc, ari, nmi; empty without labels), ``timings``
-        (client, server, assign, total seconds) and the fitted ``estimator``.
+        (client, server, assign, total seconds), ``n_restarts`` (whole-run
+        restarts of the fit, ``estimator.n_restarts_``), ``params`` (the
+        estimator's ``get_params()`` as JSON-serialisable values: with the
+        data they reproduce the fit) and the fitted ``estimator``.
     """
     from .metrics import evaluate
 
     params = dict(params or {})
     for key in ("n_clusters", "random_state", "n_jobs"):
         if key in params:
-            raise ValueError(f"pass {key} as run_method's own argument (--{key.replace('_', '-')} on the command "
-                             "line), not as an extra estimator parameter")
+            raise ValueError(f"pass {key} as run_method's own argument {key}=..., not in params")
     if n_clusters is None:
         if y_clients is None:
             raise ValueError("n_clusters is required when no labels are given")
@@ -158,8 +216,33 @@ def run_method(
         "protocol": protocol,
         "metrics": {k: float(v) for k, v in metrics.items()},
         "timings": dict(est.timings_),
+        "n_restarts": int(getattr(est, "n_restarts_", 0)),
+        "params": {key: _jsonable(value) for key, value in est.get_params().items()},
         "estimator": est,
     }
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON-serialisable data (numpy scalars and arrays to Python, anything else to its repr).
+
+    Parameters
+    ----------
+    value : object
+        An estimator parameter.
+
+    Returns
+    -------
+    value : None, bool, int, float, str, list or dict
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return repr(value)
 
 
 def complete_dataset(

@@ -107,3 +107,227 @@ def test_run_rejects_bad_n_clusters(value, capsys):
     with pytest.raises(SystemExit):
         main(["run", "kfed", "--dataset", "iris", "--n-clusters", value])
     assert "positive integer or 'auto'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- issue 11: CLI and progress
+
+def _client_file(tmp_path, n_clients: int = 3) -> str:
+    """A tiny client file: ``n_clients`` well separated blobs of 20 rows, one per client, labelled."""
+    from fastfc.datasets import save_client_npz
+
+    rng = np.random.default_rng(0)
+    path = str(tmp_path / "clients.npz")
+    save_client_npz(path, [rng.normal(size=(20, 3)) + 4 * i for i in range(n_clients)],
+                    [np.full(20, i) for i in range(n_clients)])
+    return path
+
+
+@pytest.mark.parametrize("key, option", [("random_state", "--seed"), ("n_jobs", "--n-jobs"),
+                                         ("n_clusters", "--n-clusters")])
+def test_param_hint_names_an_option_the_parser_accepts(key, option, capsys):
+    """--param for a parameter with its own option names that option as the parser spells it, with the value."""
+    from fastfc.cli import _build_parser
+
+    assert main(["run", "kfed", "--dataset", "iris", "--param", f"{key}=2"]) == 2
+    err = capsys.readouterr().err
+    assert f"use {option} 2 instead of --param {key}=2" in err and "--random-state" not in err
+    args = _build_parser().parse_args(["run", "kfed", "--dataset", "iris", option, "2"])  # a real option
+    assert getattr(args, {"random_state": "seed"}.get(key, key)) == 2
+
+
+def test_unknown_dataset_lists_names_and_file_kinds(capsys):
+    """An unknown --dataset (data.csv) says which names and file kinds are accepted, and that .csv is not read."""
+    from fastfc.datasets import list_datasets
+
+    assert main(["run", "kfed", "--dataset", "data.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown dataset 'data.csv'" in err and ".csv files are not read" in err
+    assert all(name in err for name in list_datasets()) and ".npz" in err and "X0..Xk" in err
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--clients", "5"], "--clients"),
+    (["--split", "dirichlet", "--alpha", "0.3"], "--split, --alpha"),
+    (["--classes-per-client", "1"], "--classes-per-client"),
+])
+def test_split_options_with_a_client_file_are_refused(extra, named, tmp_path, capsys):
+    """With a client file, --clients (other than the file's count), --split and its options are refused by name."""
+    assert main(["run", "kfed", "--dataset", _client_file(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"fastfc: error: {named} cannot apply to a client file") and "holds 3 clients" in err
+
+
+def test_client_file_with_matching_clients_and_no_standardize_warns(tmp_path, capsys):
+    """--clients equal to the file's count is accepted; --no-standardize is a no-op on a client file and says so."""
+    assert main(["run", "kfed", "--dataset", _client_file(tmp_path), "--clients", "3", "--no-standardize",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "fastfc: warning: --no-standardize changes nothing" in captured.err
+    res = json.loads(captured.out)
+    assert res["split"] is None and res["standardize"] is False and res["n_clients"] == 3
+    assert res["warnings"] == ["--no-standardize changes nothing: a client file is used as stored (never z-scored)"]
+
+
+def test_split_option_for_another_split_is_refused(capsys):
+    """--alpha without --split dirichlet is refused, not silently ignored."""
+    assert main(["run", "kfed", "--dataset", "iris", "--alpha", "0.3"]) == 2
+    assert "--alpha applies only to --split dirichlet (this run uses --split iid)" in capsys.readouterr().err
+
+
+def _bug(*args, **kwargs):
+    """A library bug: numpy raises a ValueError inside fastfc code (not one of fastfc's checks)."""
+    from fastfc.experiment import complete_dataset
+
+    return complete_dataset([np.zeros((2, 2)), np.zeros((2, 3))])
+
+
+@pytest.mark.parametrize("argv, status, kind, user", [
+    (["run", "kfed", "--dataset", "data.csv"], 2, "ValueError", True),
+    (["run", "kfed", "--dataset", "iris", "--n-clusters", "two"], 2, "UsageError", True),
+    (["run", "kfed", "--dataset", "iris", "--clients", "3"], 1, "ValueError", False),
+])
+def test_json_errors_are_json(argv, status, kind, user, monkeypatch, capsys):
+    """With --json every error (user error, bad argument, bug) is one JSON object on stdout with type and message."""
+    monkeypatch.setattr("fastfc.experiment.run_method", _bug)
+    assert main([*argv, "--json"]) == status
+    out = json.loads(capsys.readouterr().out)
+    assert out["exit_status"] == status and out["error"]["type"] == kind and out["error"]["message"]
+    assert out["error"]["user_error"] is user and ("traceback" in out["error"]) is (not user)
+
+
+@pytest.mark.parametrize("bug", [_bug, lambda *a, **k: {}["missing"]])
+def test_library_bugs_show_a_traceback(bug, monkeypatch, capsys):
+    """A library bug (numpy ValueError inside fastfc, KeyError) shows its traceback and exits 1, not a one-liner."""
+    monkeypatch.setattr("fastfc.experiment.run_method", bug)
+    assert main(["run", "kfed", "--dataset", "iris", "--clients", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "internal error" in err and "fastfc: error:" not in err
+
+
+def test_user_error_classification():
+    """fastfc's own validation errors and missing files are user errors; the same types from elsewhere are not."""
+    from fastfc.cli import _is_user_error
+    from fastfc.experiment import make_estimator
+
+    def caught(fn):
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            return exc
+        raise AssertionError("no exception")
+
+    assert _is_user_error(caught(lambda: make_estimator("nosuch")))  # a `raise` in fastfc
+    assert _is_user_error(caught(lambda: open("/nonexistent/fastfc-test")))
+    assert not _is_user_error(caught(_bug))  # numpy, called from fastfc
+    assert not _is_user_error(caught(lambda: int("x")))  # outside fastfc
+    assert not _is_user_error(caught(lambda: {}["k"]))
+
+
+def test_debug_shows_the_traceback_of_a_user_error(capsys):
+    """--debug shows the full traceback even for a user error (and still the one-line message)."""
+    assert main(["run", "kfed", "--dataset", "iris", "--param", "bogus=1", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "make_estimator" in err
+    assert err.strip().splitlines()[-1].startswith("fastfc: error: KFed has no parameter(s) bogus")
+
+
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows for ``text`` (each ``\\r`` returns to the start of the line)."""
+    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+
+
+def test_progress_shows_server_phase_and_restarts():
+    """The progress display shows the server phase, says why a run restarts, and draws unknown phases as bars."""
+    import io
+
+    from fastfc.cli import _Progress
+
+    events = [("summarize", 1, 2), ("summarize", 2, 2), ("server", 0, 1), ("restart", 1, 3),
+              ("summarize", 1, 2), ("summarize", 2, 2), ("server", 0, 1), ("server", 1, 1),
+              ("assign", 1, 2), ("assign", 2, 2), ("refine", 1, 4)]
+    stream = io.StringIO()
+    progress = _Progress(stream, bars=True)
+    for event in events:
+        progress(*event)
+    bar = "#" * 30
+    assert _screen(stream.getvalue()) == [
+        f"summarize [{bar}] 2/2 clients",
+        "   server running ... failed",
+        "restart 1/3: server phase failed, rerunning with fresh randomness",
+        f"summarize [{bar}] 2/2 clients",
+        "   server running ... done",
+        f"   assign [{bar}] 2/2 clients",
+        f"   refine [{'#' * 7}{'.' * 23}] 1/4",
+    ]
+    quiet = io.StringIO()
+    progress = _Progress(quiet, bars=False)
+    for event in events:
+        progress(*event)
+    assert quiet.getvalue() == "restart 1/3: server phase failed, rerunning with fresh randomness\n"
+
+
+class _RestartingEstimator:
+    """A fake estimator whose fit restarts once and reports it through ``progress`` (the base-class contract)."""
+
+    def __init__(self, **params):
+        self.params = params
+
+    def get_params(self, deep: bool = True) -> dict:
+        return dict(self.params)
+
+    def fit_clients(self, X_clients, *, progress=None):
+        n = len(X_clients)
+        for restart in range(2):
+            if restart:
+                progress("restart", restart, 3)
+            for i in range(n):
+                progress("summarize", i + 1, n)
+            progress("server", 0, 1)
+        progress("server", 1, 1)
+        for i in range(n):
+            progress("assign", i + 1, n)
+        self.labels_ = np.concatenate([np.zeros(len(x), dtype=np.int64) for x in X_clients])
+        self.n_clusters_, self.n_restarts_ = 1, 1
+        self.timings_ = {"client": 0.0, "server": 0.0, "assign": 0.0, "total": 0.0}
+        return self
+
+
+def test_run_reports_restarts(monkeypatch, capsys):
+    """A fit that restarts prints the restart on stderr (even with --json) and reports n_restarts."""
+    monkeypatch.setattr("fastfc.experiment.make_estimator", lambda method, **params: _RestartingEstimator(**params))
+    assert main(["run", "kfed", "--dataset", "iris", "--clients", "3", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "restart 1/3: server phase failed, rerunning with fresh randomness" in captured.err
+    assert json.loads(captured.out)["n_restarts"] == 1
+
+
+def test_output_reproduces_the_run(capsys):
+    """The JSON output (params from get_params, split, seed) rebuilds the same fit; the table shows them too."""
+    from fastfc.experiment import load_federated, make_estimator
+    from fastfc.metrics import evaluate
+
+    argv = ["run", "kfed", "--dataset", "wine", "--clients", "4", "--split", "dirichlet", "--alpha", "0.7",
+            "--seed", "3", "--param", "assign=nearest"]
+    assert main([*argv, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n_restarts"] == 0 and res["params"]["assign"] == "nearest" and res["params"]["random_state"] == 3
+    X_clients, y_clients = load_federated(res["dataset"], n_clients=res["n_clients"], split=res["split"],
+                                          seed=res["seed"], standardize=res["standardize"],
+                                          split_params=res["split_params"])
+    est = make_estimator(res["method"], **res["params"]).fit_clients(X_clients)
+    assert evaluate(np.concatenate(y_clients), est.labels_) == pytest.approx(res["metrics"])
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "0 restart(s)" in table
+    assert any(line.split() == ["assign", "nearest"] for line in table.splitlines())
+    assert any(line.split() == ["random_state", "3"] for line in table.splitlines())
+
+
+def test_closed_stdout_is_not_reported_as_a_bug(monkeypatch, capsys):
+    """When stdout's reader goes away (fastfc datasets | head), fastfc exits 1 without a traceback or message."""
+    def closed(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("fastfc.cli._cmd_datasets", closed)
+    assert main(["datasets"]) == 1
+    assert capsys.readouterr().err == ""
