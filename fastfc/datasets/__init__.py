@@ -11,6 +11,8 @@ Synthetic data
     :func:`make_gaussian_mixture` samples large isotropic Gaussian mixtures
     (the scalability data of GOLD §IV-E); :func:`make_stochastic_ball` and
     :func:`make_separated_gaussian_mixture` give FeCA's theory models.
+    :func:`make_sanity_case` and :func:`sanity_grid` give the sanity suite:
+    well-separated clusters over 1 to 1000 clients, in any units.
 
 Federated splits
     :func:`partition` dispatches to :func:`partition_iid`,
@@ -42,6 +44,7 @@ from ._partition import (
     partition_non_icd,
 )
 from ._partition import partition_dirichlet_hsu, partition_subsample
+from ._sanity import SanityCase, make_sanity_case, sanity_grid
 from ._synthetic import make_gaussian_mixture
 from ._synthetic import make_separated_gaussian_mixture, make_stochastic_ball, sbm_theorem_separation
 
@@ -63,4 +66,7 @@ __all__ = [
     "sbm_theorem_separation",
     "partition_dirichlet_hsu",
     "partition_subsample",
+    "SanityCase",
+    "make_sanity_case",
+    "sanity_grid",
 ]
