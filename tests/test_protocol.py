@@ -150,7 +150,7 @@ def test_not_bytes_and_bad_magic():
 
 
 def test_wrong_field_types_rejected():
-    with pytest.raises(MessageError, match="scalar"):
+    with pytest.raises(MessageError, match="expected int, got list"):
         KFedSummary(centers=np.zeros((1, 2)), n_features=[2])
     with pytest.raises(MessageError, match="float32/float64"):
         KFedSummary(centers=np.array([["a", "b"]]), n_features=2)
