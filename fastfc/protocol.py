@@ -352,7 +352,7 @@ class Message:
         frame = _read(data)
         got = (frame.header["method"], frame.header["kind"])
         if got != (cls.METHOD, cls.KIND):
-            raise MessageError(f"expected a {cls.METHOD!r} {cls.KIND!r} message, got {got[0]!r} {got[1]!r}")
+            raise MessageError(f"expected a {cls.METHOD!r} {cls.KIND!r} message, got {_brief(got[0])} {_brief(got[1])}")
         return cls._from_frame(frame)
 
     @classmethod
@@ -423,14 +423,23 @@ def _check_scalar(where: str, value: Any, typ: type, optional: bool = False) -> 
         try:
             value = float(value)
         except OverflowError:
-            raise MessageError(f"{where}: {value} is too large for a float") from None
+            raise MessageError(f"{where}: integer too large for a float") from None
     if type(value) is not typ:
-        raise MessageError(f"{where}: expected {typ.__name__}{' or None' if optional else ''}, got {type(value).__name__} {value!r:.40}")
+        raise MessageError(f"{where}: expected {typ.__name__}{' or None' if optional else ''}, got {type(value).__name__} {_brief(value)}")
     if typ is int and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
-        raise MessageError(f"{where}: {value} does not fit in int64")
+        raise MessageError(f"{where}: integer does not fit in int64")
     if typ is float and not math.isfinite(value):
         raise MessageError(f"{where}: must be finite, got {value}")
     return value
+
+
+def _brief(value: Any) -> str:
+    """A short repr for error messages (never fails, even for ints too long to print)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_address(cls_name: str, client: Any, round: Any) -> tuple[int | None, int]:
@@ -514,7 +523,7 @@ def _check_header(header: Any, payload_len: int) -> tuple[_ArrayRef, ...]:
         raise MessageError("message header is not a JSON object")
     v = header.get("v")
     if type(v) is not int or v != FORMAT_VERSION:
-        raise MessageError(f"unsupported message format version {v!r} (this fastfc reads {FORMAT_VERSION})")
+        raise MessageError(f"unsupported message format version {_brief(v)} (this fastfc reads {FORMAT_VERSION})")
     if set(header) != _HEADER_KEYS:
         raise MessageError(f"message header keys {sorted(header)} are not {sorted(_HEADER_KEYS)}")
     for key in ("method", "kind"):
@@ -529,10 +538,10 @@ def _check_header(header: Any, payload_len: int) -> tuple[_ArrayRef, ...]:
     for entry in header["arrays"]:
         ref = _array_ref(entry, offset)
         if ref.name in names:
-            raise MessageError(f"message header lists array {ref.name!r:.40} twice")
+            raise MessageError(f"message header lists array {_brief(ref.name)} twice")
         names.add(ref.name)
         if ref.offset + ref.nbytes > payload_len:
-            raise MessageError(f"array {ref.name!r}: payload is truncated ({ref.nbytes} bytes claimed at offset {ref.offset} of {payload_len})")
+            raise MessageError(f"array {_brief(ref.name)}: payload is truncated ({ref.nbytes} bytes claimed at offset {ref.offset} of {payload_len})")
         refs.append(ref)
         offset += ref.nbytes
     if offset != payload_len:
@@ -548,14 +557,14 @@ def _array_ref(entry: Any, offset: int) -> _ArrayRef:
     if not isinstance(name, str):
         raise MessageError(f"array name must be a string, got {type(name).__name__}")
     if not isinstance(dtype, str) or dtype not in WIRE_DTYPES:
-        raise MessageError(f"array {name!r}: dtype {dtype!r:.40} is not allowed on the wire")
+        raise MessageError(f"array {_brief(name)}: dtype {_brief(dtype)} is not allowed on the wire")
     if (not isinstance(shape, list) or len(shape) > _MAX_NDIM
             or not all(type(s) is int and 0 <= s <= _INT64_MAX for s in shape)):
-        raise MessageError(f"array {name!r}: malformed shape {shape!r:.80} (at most {_MAX_NDIM} integers >= 0)")
+        raise MessageError(f"array {_brief(name)}: malformed shape {_brief(shape)} (at most {_MAX_NDIM} integers >= 0)")
     itemsize = WIRE_DTYPES[dtype].itemsize
     # numpy's own limit (it ignores zero dimensions), checked on Python integers
     if math.prod(s for s in shape if s) * itemsize > _INT64_MAX:
-        raise MessageError(f"array {name!r}: shape {shape!r:.80} is too large for any array")
+        raise MessageError(f"array {_brief(name)}: shape {_brief(shape)} is too large for any array")
     return _ArrayRef(name, dtype, tuple(shape), offset, math.prod(shape) * itemsize)
 
 
@@ -590,9 +599,9 @@ def decode_message(data: bytes | bytearray | memoryview, *, method: str | None =
     frame = _read(data)
     key = (frame.header["method"], frame.header["kind"])
     if method is not None and key[0] != method:
-        raise MessageError(f"expected a {method!r} message, got {key[0]!r}")
+        raise MessageError(f"expected a {method!r} message, got {_brief(key[0])}")
     if kind is not None and key[1] != kind:
-        raise MessageError(f"expected a {kind!r} message, got {key[1]!r}")
+        raise MessageError(f"expected a {kind!r} message, got {_brief(key[1])}")
     return _message_class(*key)._from_frame(frame)
 
 
@@ -603,7 +612,7 @@ def _message_class(method: str, kind: str) -> type[Message]:
         importlib.import_module(_METHOD_MODULES[method])
         cls = Message._registry.get((method, kind))
     if cls is None:
-        raise MessageError(f"unknown message type method={method!r:.40} kind={kind!r:.40}")
+        raise MessageError(f"unknown message type method={_brief(method)} kind={_brief(kind)}")
     return cls
 
 

@@ -472,3 +472,10 @@ def test_bad_address_rejected(client, round):
 def test_address_accepts_numpy_integers():
     msg = _summary().addressed(client=np.int64(3), round=np.int32(2))
     assert (type(msg.client), type(msg.round), msg.client, msg.round) == (int, int, 3, 2)
+
+
+@pytest.mark.parametrize("field", ["n_features", "threshold_t", "estimated"])
+def test_int_too_long_to_print_rejected_with_message_error(field):
+    """Even an int whose repr Python refuses (over 4300 digits) ends in MessageError, not ValueError from the message."""
+    with pytest.raises(MessageError, match=field):
+        _kstar_model(**{field: 10**5000})
