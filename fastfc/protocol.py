@@ -483,13 +483,17 @@ def _json_depth(raw: bytes) -> int:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise MessageError(f"message header repeats a key in {keys}")
-    return dict(pairs)
+    """``json`` object hook: a JSON object as a dict, refusing repeated keys (readers disagree on which wins)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise MessageError(f"message header repeats the key {_brief(key)}")
+        out[key] = value
+    return out
 
 
 def _no_constants(token: str):
+    """``json`` constant hook: ``NaN``/``Infinity`` are not JSON and never written by :meth:`Message.to_bytes`."""
     raise MessageError(f"message header contains {token}")
 
 
@@ -525,7 +529,7 @@ def _check_header(header: Any, payload_len: int) -> tuple[_ArrayRef, ...]:
     if type(v) is not int or v != FORMAT_VERSION:
         raise MessageError(f"unsupported message format version {_brief(v)} (this fastfc reads {FORMAT_VERSION})")
     if set(header) != _HEADER_KEYS:
-        raise MessageError(f"message header keys {sorted(header)} are not {sorted(_HEADER_KEYS)}")
+        raise MessageError(f"message header keys {_brief(sorted(header))} are not {sorted(_HEADER_KEYS)}")
     for key in ("method", "kind"):
         if not isinstance(header[key], str):
             raise MessageError(f"message header '{key}' must be a string, got {type(header[key]).__name__}")

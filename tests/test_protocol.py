@@ -11,6 +11,7 @@ import pytest
 from protocol_examples import FACTORIES, example, reseal, rewrite_header, split_header, with_header
 
 from fastfc import protocol
+from fastfc.feca import FeCASummary
 from fastfc.fed_kstar_hc import FedKStarHCModel
 from fastfc.kfed import KFedModel, KFedReply, KFedSummary
 from fastfc.protocol import (
@@ -269,7 +270,7 @@ def test_malformed_header_rejected_by_every_reader(case, reader):
 @pytest.mark.parametrize(
     "raw, match",
     [
-        (b'{"v":2,"v":2}', "repeats a key"),
+        (b'{"v":2,"v":2}', "repeats the key 'v'"),
         (b'{"v":NaN}', "NaN"),
         (b'{"v":Infinity}', "Infinity"),
         (b'{"v":2', "not valid JSON"),
@@ -458,6 +459,17 @@ def test_in_process_construction_lenient_only_where_unambiguous():
         KFedSummary(centers=np.ones((3, 2), dtype=bool), n_features=2)
     with pytest.raises(MessageError, match="integer array"):
         KFedReply(centers=np.zeros((2, 3)), local_to_global=np.array([True, False]), n_features=3)
+
+
+def test_values_checked_on_the_wire_as_on_build():
+    """min_value and finiteness hold for arrays read from bytes (a negative radius, an inf centre)."""
+    summary = example(FeCASummary)
+    radii = -np.ones(summary.radii.shape)
+    with pytest.raises(MessageError, match=">= 0.0"):
+        decode_message(_retype(summary, "<f8", radii.tobytes()))
+    inf = np.full(summary.radii.shape, np.inf, dtype="<f4")
+    with pytest.raises(MessageError, match="NaN or inf"):
+        decode_message(_retype(summary, "<f4", inf.tobytes()))
 
 
 def test_wrong_array_ndim_on_the_wire_rejected():
