@@ -99,7 +99,7 @@ def split_header(data: bytes) -> tuple[bytes, bytes]:
 
 def with_header(data: bytes, raw_header: bytes, *, payload: bytes | None = None) -> bytes:
     """``data`` with its header (and optionally payload) replaced, digest recomputed."""
-    old_header, old_payload = split_header(data)
+    old_payload = split_header(data)[1]
     body = data[:4] + struct.pack("<I", len(raw_header)) + raw_header + (old_payload if payload is None else payload)
     return reseal(body)
 
