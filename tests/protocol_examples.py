@@ -1,0 +1,111 @@
+"""A valid instance of every registered message class, for the protocol tests.
+
+``FACTORIES[cls](rng, k, d, m)`` builds a ``cls`` with ``k >= 1`` centres (or
+subclusters), ``d >= 1`` features and ``m >= 0`` entries in its variable-length
+arrays (local prototypes, clusterlets, P_b values), honouring the class's
+cross-field rules.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import struct
+
+import numpy as np
+
+from fastfc.feca import FeCAModel, FeCAReply, FeCASummary
+from fastfc.fed_hire import FedHIREModel, FedHIREReply, FedHIRESummary
+from fastfc.fed_kstar_hc import FedKStarHCModel, FedKStarHCReply, FedKStarHCSummary
+from fastfc.kfed import KFedModel, KFedReply, KFedSummary
+from fastfc.protocol import _METHOD_MODULES, Message
+
+for _module in _METHOD_MODULES.values():  # every message class is registered once this module is imported
+    importlib.import_module(_module)
+
+
+def _centers(rng, k, d):
+    return rng.normal(size=(k, d))
+
+
+def _levels(rng, k):
+    """Cluster counts of 1-3 hierarchy levels, fine to coarse."""
+    return np.sort(rng.integers(1, k + 3, size=int(rng.integers(1, 4))))[::-1].copy()
+
+
+def _local_to_global(cls):
+    return lambda rng, k, d, m: cls(centers=_centers(rng, k, d), local_to_global=rng.integers(0, k, m), n_features=d)
+
+
+def _fedhire_model(rng, k, d, m):
+    sizes = _levels(rng, k)
+    return FedHIREModel(centers=_centers(rng, k, d), clusterlet_labels=rng.integers(0, k, m),
+                        granular_labels=rng.integers(0, sizes, size=(m, sizes.size)), level_sizes=sizes,
+                        n_features=d, n_retries=int(rng.integers(0, 3)))
+
+
+def _fedhire_reply(rng, k, d, m):
+    sizes = _levels(rng, k)
+    return FedHIREReply(labels=rng.integers(0, k, m), granular_labels=rng.integers(0, sizes, size=(m, sizes.size)),
+                        centers=_centers(rng, k, d), n_features=d)
+
+
+def _kstar_summary(rng, k, d, m):
+    counts = rng.integers(1, 4, k)
+    return FedKStarHCSummary(counts=counts, centers=_centers(rng, k, d), radii=rng.random(k),
+                             stds=rng.random((k, d)), substitutes=rng.normal(size=(int(counts.sum()), d)), n_features=d)
+
+
+def _kstar_model(rng, k, d, m):
+    labels = rng.permutation(np.concatenate([np.arange(k), rng.integers(0, k, m)]))
+    return FedKStarHCModel(centers=_centers(rng, k, d), counts=rng.integers(1, 9, k), radii=rng.random(k),
+                           stds=rng.random((k, d)), subcluster_labels=labels, p_curve=rng.random(m),
+                           n_nodes=int(rng.integers(1, 50)), b_opt=int(rng.integers(-1, 5)),
+                           threshold_t=float(rng.normal()), d_s=float(rng.normal()), estimated=bool(m % 2), n_features=d)
+
+
+FACTORIES = {
+    KFedSummary: lambda rng, k, d, m: KFedSummary(centers=_centers(rng, k, d), n_features=d),
+    KFedModel: lambda rng, k, d, m: KFedModel(centers=_centers(rng, k, d), n_features=d, n_iter=m),
+    KFedReply: _local_to_global(KFedReply),
+    FeCASummary: lambda rng, k, d, m: FeCASummary(centers=_centers(rng, k, d), radii=rng.random(k), n_features=d),
+    FeCAModel: lambda rng, k, d, m: FeCAModel(centers=_centers(rng, k, d), group_sizes=np.sort(rng.integers(1, 9, k))[::-1],
+                                              n_groups=k + m, n_features=d),
+    FeCAReply: lambda rng, k, d, m: FeCAReply(centers=_centers(rng, k, d), n_features=d),
+    FedHIRESummary: lambda rng, k, d, m: FedHIRESummary(centers=_centers(rng, k, d), n_features=d),
+    FedHIREModel: _fedhire_model,
+    FedHIREReply: _fedhire_reply,
+    FedKStarHCSummary: _kstar_summary,
+    FedKStarHCModel: _kstar_model,
+    FedKStarHCReply: _local_to_global(FedKStarHCReply),
+}
+
+
+def example(cls: type[Message], seed: int = 0, k: int = 3, d: int = 2, m: int = 4) -> Message:
+    """A valid, addressed ``cls`` message."""
+    return FACTORIES[cls](np.random.default_rng(seed), k, d, m).addressed(client=seed % 5, round=seed % 3)
+
+
+def reseal(body: bytes) -> bytes:
+    """Append the digest of ``body``, as someone rewriting a message could."""
+    return body + hashlib.sha256(body).digest()
+
+
+def split_header(data: bytes) -> tuple[bytes, bytes]:
+    """The raw header and the payload of well-framed message bytes."""
+    (hlen,) = struct.unpack_from("<I", data, 4)
+    return data[8:8 + hlen], data[8 + hlen:-32]
+
+
+def with_header(data: bytes, raw_header: bytes, *, payload: bytes | None = None) -> bytes:
+    """``data`` with its header (and optionally payload) replaced, digest recomputed."""
+    old_payload = split_header(data)[1]
+    body = data[:4] + struct.pack("<I", len(raw_header)) + raw_header + (old_payload if payload is None else payload)
+    return reseal(body)
+
+
+def rewrite_header(data: bytes, edit) -> bytes:
+    """``data`` with ``edit(header_dict)`` applied to its parsed header, digest recomputed."""
+    header = json.loads(split_header(data)[0])
+    edit(header)
+    return with_header(data, json.dumps(header).encode())
