@@ -10,6 +10,10 @@ Usage::
 
     python benchmarks/compare_reference.py kfed --preset reference --seeds 0-9
     python benchmarks/compare_reference.py kfed --preset default --splits US,EC --json out.json
+    python benchmarks/compare_reference.py fedhire --preset reference --out benchmarks/results/compare_fedhire_reference.md
+
+``--out FILE`` also writes the printed tables to FILE under the provenance header of
+``benchmarks/_provenance.py`` (command, git revision, date, machine, load, versions).
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+from _provenance import tee_results
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
@@ -59,6 +65,18 @@ def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
 
 
 def parse_seeds(text: str) -> list[int]:
+    """Seeds from ``"0-9"``, ``"0,3,5"`` or a mix of both.
+
+    Parameters
+    ----------
+    text : str
+        Comma-separated seeds or inclusive ranges ``lo-hi``.
+
+    Returns
+    -------
+    list of int
+        The seeds, in the order given.
+    """
     out: list[int] = []
     for part in text.split(","):
         if "-" in part:
@@ -120,12 +138,33 @@ def main(argv=None) -> int:
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per seed (median taken)")
     ap.add_argument("--json", default=None, help="also write the raw per-seed numbers here")
+    ap.add_argument("--out", default=None, help="also write the tables to this results file, under the provenance header")
     args = ap.parse_args(argv)
 
     seeds = parse_seeds(args.seeds)
-    if args.method.lower().replace("-", "").replace("_", "") in CONTEXT_REFERENCES:
-        return main_context(args, seeds)
+    with tee_results(args.out, argv):
+        if args.method.lower().replace("-", "").replace("_", "") in CONTEXT_REFERENCES:
+            return main_context(args, seeds)
+        return main_reference(args, seeds)
+
+
+def main_reference(args, seeds: list[int]) -> int:
+    """Table of a method against its reference run, with a summary of the differences.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+    seeds : list of int
+        Seeds to run.
+
+    Returns
+    -------
+    int
+        Exit status 0.
+    """
     ref = load_reference(args.method)
+    deltas, ratios = {}, {}
     rows, raw = [], {}
     for split in args.splits.split(","):
         ours = run_split(args.method, split, args.preset, seeds, args.n_jobs, args.repeats)
@@ -135,30 +174,53 @@ def main(argv=None) -> int:
         d_nmi = np.mean(ours["nmi"]) - np.mean(r["nmi"]) if r.get("nmi") else float("nan")
         t_ours = float(np.median(ours["seconds"]))
         t_ref = float(np.median(r["seconds"])) if r.get("seconds") else float("nan")
+        deltas[split], ratios[split] = (d_ari, d_nmi), t_ref / t_ours
         rows.append(
             f"| {split} | " + " | ".join(fmt(ours[m]) for m in METRICS)
             + f" | {fmt(r.get('ari', []))} | {fmt(r.get('nmi', []))} | {d_ari:+.3f} | {d_nmi:+.3f}"
             + f" | {t_ours * 1e3:.2f} | {t_ref * 1e3:.2f} | {t_ref / t_ours:.1f}× |"
         )
         print(f"done {split}", file=sys.stderr)
-    import platform
-
-    print(f"{args.method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}, "
-          f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; "
-          f"time = median over seeds of the median of {args.repeats} whole fits (JIT warm)\n")
+    print(f"{args.method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}; "
+          f"time = median over seeds of the median of {args.repeats} whole fits (JIT warm); "
+          f"ms (ref) = median of the reference's recorded `seconds` (shared/reference_results, "
+          f"{REFERENCE_FILE[args.method]}), taken on another run of the same 2-core machine\n")
     print("| split | Purity | ARI | NMI | ACC | ref ARI | ref NMI | ΔARI | ΔNMI | ms (ours) | ms (ref) | ref/ours |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    n = len(deltas)
+    below = [f"{s} {d[0]:+.3f} ARI / {d[1]:+.3f} NMI" for s, d in deltas.items() if min(d) < -0.02]
+    above = [f"{s} {d[0]:+.3f} ARI / {d[1]:+.3f} NMI" for s, d in deltas.items() if max(d) > 0.02]
+    print(f"\nSummary: mean ARI and mean NMI within 0.02 of the reference (|Δ| ≤ 0.02 both) on "
+          f"{sum(max(abs(d[0]), abs(d[1])) <= 0.02 for d in deltas.values())} of {n} splits; "
+          f"not below it by more than 0.02 (Δ ≥ −0.02 both) on {n - len(below)} of {n}; "
+          f"below by more than 0.02: {', '.join(below) or 'none'}; above by more than 0.02: {', '.join(above) or 'none'}; "
+          f"mean ARI at least the reference's on {sum(d[0] >= 0 for d in deltas.values())} of {n}.")
+    print("Time ratio ref/ours: " + ", ".join(f"{s} {v:.0f}×" if v >= 10 else f"{s} {v:.1f}×" for s, v in ratios.items())
+          + f" (min {min(ratios.values()):.1f}×, max {max(ratios.values()):.1f}×).")
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1))
     return 0
 
 
 def main_context(args, seeds: list[int]) -> int:
-    """Table of a method with no reference run of its own: our scores and time, with the
-    other methods' reference ARI/NMI on the same splits for context."""
-    import platform
+    """Table of a method with no reference run of its own.
 
+    Our scores and time, with the other methods' reference ARI/NMI on the same splits for
+    context.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+    seeds : list of int
+        Seeds to run.
+
+    Returns
+    -------
+    int
+        Exit status 0.
+    """
     method = args.method.lower().replace("-", "").replace("_", "")
     others = CONTEXT_REFERENCES[method]
     refs = {o: load_reference(o) for o in others}
@@ -171,8 +233,7 @@ def main_context(args, seeds: list[int]) -> int:
         rows.append(f"| {split} | " + " | ".join(fmt(ours[m]) for m in METRICS)
                     + f" | {float(np.median(ours['seconds'])) * 1e3:.1f} | {cells} |")
         print(f"done {split}", file=sys.stderr)
-    print(f"{method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}, {os.cpu_count()} cores, "
-          f"{platform.machine()}, Python {platform.python_version()}; no reference implementation exists: the last "
+    print(f"{method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}; no reference implementation exists: the last "
           f"columns are other methods' reference ARI / NMI on the same splits, for context; time = median over seeds "
           f"of the median of {args.repeats} whole fits\n")
     print("| split | Purity | ARI | NMI | ACC | ms (ours) | " + " | ".join(f"{o} ref ARI / NMI" for o in others) + " |")

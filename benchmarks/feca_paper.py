@@ -26,6 +26,10 @@ Usage::
 
     python benchmarks/feca_paper.py --seeds 0-9 --tables table1,table5,table6
     python benchmarks/feca_paper.py --tables all --json feca_paper.json
+    python benchmarks/feca_paper.py --seeds 0-9 --out benchmarks/results/feca_paper.md
+
+``--out FILE`` also writes the printed tables to FILE under the provenance header of
+``benchmarks/_provenance.py``.
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from _provenance import tee_results
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
@@ -238,7 +244,25 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     ap.add_argument("--balance", action="store_true", help="balanced Dirichlet split (FedBE style)")
     ap.add_argument("--n-init", type=int, default=1, help="FeCA's local k-means starts")
+    ap.add_argument("--out", default=None, help="also write the tables to this results file, under the provenance header")
     args = ap.parse_args(argv)
+    with tee_results(args.out, argv):
+        return run_tables(args)
+
+
+def run_tables(args) -> int:
+    """Run and print the requested tables.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        Exit status 0.
+    """
     global BALANCE, N_INIT
     BALANCE, N_INIT = args.balance, args.n_init
     lo, _, hi = args.seeds.partition("-")

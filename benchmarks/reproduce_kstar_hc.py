@@ -15,6 +15,10 @@ numbers to ``--json`` and prints markdown tables next to the paper's values.
 Usage::
 
     python benchmarks/reproduce_kstar_hc.py --seeds 0-4 --micro snp,kmeans --json out.json
+    python benchmarks/reproduce_kstar_hc.py --seeds 0-9 --micro kmeans --out benchmarks/results/kstar_repro_kmeans.md
+
+``--out FILE`` also writes the printed tables to FILE under the provenance header of
+``benchmarks/_provenance.py``.
 """
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _provenance import tee_results
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
@@ -206,7 +212,25 @@ def main(argv=None) -> int:
     ap.add_argument("--micro-scale", type=float, default=0.5, help="subcluster budget micro_scale * sqrt(n_z) (spec: 1.0)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true", help="only print the tables of an existing --json")
+    ap.add_argument("--out", default=None, help="also write the tables to this results file, under the provenance header")
     args = ap.parse_args(argv)
+    with tee_results(args.out, argv):
+        return run_all(args)
+
+
+def run_all(args) -> int:
+    """Run every (micro-partitioner, dataset, seed) and print the report.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        Exit status 0.
+    """
     if args.report_only:
         print(report(json.loads(Path(args.json).read_text())))
         return 0
