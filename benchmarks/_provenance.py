@@ -33,7 +33,10 @@ if str(_REPO) not in sys.path:
 
 
 def _git_revision() -> str:
-    """Commit of the repository the script runs from, with ``+dirty`` when files differ.
+    """Commit of the repository the script runs from, with ``+dirty`` when the code differs.
+
+    Only uncommitted changes to what produces the numbers count (``fastfc/`` and the
+    benchmark scripts; not ``benchmarks/results/``, the README or the tests).
 
     Returns
     -------
@@ -43,11 +46,12 @@ def _git_revision() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_REPO, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_REPO,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "fastfc", "benchmarks",
+                                ":(exclude)benchmarks/results"], cwd=_REPO, capture_output=True, text=True,
+                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return rev + (" +dirty (uncommitted changes to tracked files)" if dirty else "")
+    return rev + ("+dirty (uncommitted changes to tracked files)" if dirty else "")
 
 
 def _cpu_model() -> str:
