@@ -51,7 +51,7 @@ def _git_revision() -> str:
                                check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return rev + ("+dirty (uncommitted changes to tracked files)" if dirty else "")
+    return rev + (" +dirty (uncommitted changes to fastfc/ or the benchmark scripts)" if dirty else "")
 
 
 def _cpu_model() -> str:
