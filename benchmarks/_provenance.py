@@ -129,6 +129,30 @@ def header(argv: list[str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_with_out(parser, argv, body) -> int:
+    """Add ``--out FILE`` to a script's parser, parse, and run the script under :func:`tee_results`.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The script's parser, without ``--out``.
+    argv : list of str or None
+        Arguments (``sys.argv[1:]`` when ``None``).
+    body : callable
+        ``body(args) -> int``: runs the script and prints its results.
+
+    Returns
+    -------
+    int
+        What ``body`` returns.
+    """
+    parser.add_argument("--out", default=None,
+                        help="also write what is printed to this results file, under the provenance header")
+    args = parser.parse_args(argv)
+    with tee_results(args.out, argv):
+        return body(args)
+
+
 def write_results(path: str | os.PathLike, body: str, argv: list[str] | None = None) -> None:
     """Write ``body`` to ``path`` under the provenance header.
 
@@ -151,13 +175,16 @@ class _Tee(io.TextIOBase):
     """A text stream that writes to the real stdout and keeps a copy."""
 
     def __init__(self, stream):
+        """Wrap ``stream`` (the real stdout)."""
         self.stream, self.buffer_ = stream, io.StringIO()
 
     def write(self, s):
+        """Write ``s`` to the real stream and to the copy."""
         self.buffer_.write(s)
         return self.stream.write(s)
 
     def flush(self):
+        """Flush the real stream."""
         self.stream.flush()
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import defaultdict
@@ -27,10 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from _provenance import tee_results
+from _provenance import run_with_out
+from _shared import SHARED, parse_seeds
 
-HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
 SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
 METRICS = ["purity", "ari", "nmi", "acc"]
 REFERENCE_FILE = {"kfed": "kfed_ref.jsonl", "fedhire": "fedhire_ref.jsonl", "gold": "fedhire_ref.jsonl",
@@ -41,7 +39,22 @@ CONTEXT_FILE = {"ffcm": "ffcm_ref.jsonl"}
 
 
 def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
-    """Estimator parameters of a named preset for one split."""
+    """Estimator parameters of a named preset for one split.
+
+    Parameters
+    ----------
+    method : str
+        ``fastfc.experiment`` method name.
+    preset : str
+        ``default``, ``reference``, ``capN`` / ``capnone``, ``ninitN``, ``kmeans`` or ``snp``.
+    n_classes, n_features : int
+        Number of classes and of features of the split.
+
+    Returns
+    -------
+    dict
+        Keyword arguments of the estimator.
+    """
     if preset == "default":
         return {}
     if method == "kfed" and preset == "reference":
@@ -64,30 +77,20 @@ def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
     raise SystemExit(f"no preset {preset!r} for method {method!r}")
 
 
-def parse_seeds(text: str) -> list[int]:
-    """Seeds from ``"0-9"``, ``"0,3,5"`` or a mix of both.
+def load_reference(method: str) -> dict[str, dict[str, list[float]]]:
+    """Per-split lists of the reference run's scores and times.
 
     Parameters
     ----------
-    text : str
-        Comma-separated seeds or inclusive ranges ``lo-hi``.
+    method : str
+        Method whose reference file (:data:`REFERENCE_FILE`, :data:`CONTEXT_FILE`) to read.
 
     Returns
     -------
-    list of int
-        The seeds, in the order given.
+    dict
+        ``ref[split][metric]`` = one value per seed (metrics of :data:`METRICS` and ``seconds``);
+        empty when the file is missing.
     """
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            out.extend(range(int(lo), int(hi) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
-def load_reference(method: str) -> dict[str, dict[str, list[float]]]:
     fname = REFERENCE_FILE.get(method, CONTEXT_FILE.get(method, ""))
     path = SHARED / "reference_results" / fname
     ref: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -101,6 +104,25 @@ def load_reference(method: str) -> dict[str, dict[str, list[float]]]:
 
 
 def run_split(method: str, split: str, preset: str, seeds: list[int], n_jobs: int | None, repeats: int) -> dict:
+    """Fit ``method`` on one published split for every seed and score it.
+
+    Parameters
+    ----------
+    method, split, preset : str
+        Method, split name and parameter preset (:func:`presets`).
+    seeds : list of int
+        Seeds (``random_state`` of the estimator).
+    n_jobs : int or None
+        Threads of each fit.
+    repeats : int
+        Timed fits per seed; the median is kept.
+
+    Returns
+    -------
+    dict
+        ``{metric: [one value per seed]}`` for the metrics of ``fastfc.metrics.evaluate`` and
+        ``seconds`` (median wall time of a whole fit, after one warm-up fit).
+    """
     from fastfc.datasets import load_client_npz
     from fastfc.experiment import make_estimator
     from fastfc.metrics import evaluate
@@ -125,10 +147,23 @@ def run_split(method: str, split: str, preset: str, seeds: list[int], n_jobs: in
 
 
 def fmt(values: list[float]) -> str:
+    """``mean±std`` with three decimals (``—`` for no values).
+
+    Parameters
+    ----------
+    values : list of float
+        Values over seeds.
+
+    Returns
+    -------
+    str
+        The table cell.
+    """
     return f"{np.mean(values):.3f}±{np.std(values):.3f}" if values else "—"
 
 
 def main(argv=None) -> int:
+    """Command line: run one method on the splits and print the comparison table (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("method")
     ap.add_argument("--preset", default="default",
@@ -138,30 +173,21 @@ def main(argv=None) -> int:
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per seed (median taken)")
     ap.add_argument("--json", default=None, help="also write the raw per-seed numbers here")
-    ap.add_argument("--out", default=None, help="also write the tables to this results file, under the provenance header")
-    args = ap.parse_args(argv)
+    return run_with_out(ap, argv, run_tables)
 
+
+def run_tables(args) -> int:
+    """Run the comparison the parsed command line ``args`` asks for; returns 0."""
     seeds = parse_seeds(args.seeds)
-    with tee_results(args.out, argv):
-        if args.method.lower().replace("-", "").replace("_", "") in CONTEXT_REFERENCES:
-            return main_context(args, seeds)
-        return main_reference(args, seeds)
+    if args.method.lower().replace("-", "").replace("_", "") in CONTEXT_REFERENCES:
+        return main_context(args, seeds)
+    return main_reference(args, seeds)
 
 
 def main_reference(args, seeds: list[int]) -> int:
-    """Table of a method against its reference run, with a summary of the differences.
+    """Print the table of a method against its reference run and a summary of the differences.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    seeds : list of int
-        Seeds to run.
-
-    Returns
-    -------
-    int
-        Exit status 0.
+    ``args`` is the parsed command line, ``seeds`` the seeds to run; returns 0.
     """
     ref = load_reference(args.method)
     deltas, ratios = {}, {}
@@ -204,22 +230,10 @@ def main_reference(args, seeds: list[int]) -> int:
 
 
 def main_context(args, seeds: list[int]) -> int:
-    """Table of a method with no reference run of its own.
+    """Print the table of a method with no reference run of its own.
 
     Our scores and time, with the other methods' reference ARI/NMI on the same splits for
-    context.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    seeds : list of int
-        Seeds to run.
-
-    Returns
-    -------
-    int
-        Exit status 0.
+    context. ``args`` is the parsed command line, ``seeds`` the seeds to run; returns 0.
     """
     method = args.method.lower().replace("-", "").replace("_", "")
     others = CONTEXT_REFERENCES[method]

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from _provenance import tee_results
+from _provenance import run_with_out
 
 ALL = ["fedhire", "feca", "kstar", "kstar_server"]
 
@@ -114,25 +114,11 @@ def row(method: str, config: str, n: int, n_clients: int, seconds: float, repeat
 
 
 def main(argv=None) -> int:
-    """Run the requested timings and print one markdown table.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Command-line arguments (``sys.argv[1:]`` when omitted).
-
-    Returns
-    -------
-    int
-        Exit status 0.
-    """
+    """Run the requested timings and print one markdown table (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--what", default=",".join(ALL), help="comma-separated subset of " + ", ".join(ALL))
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per row (median taken)")
-    ap.add_argument("--out", default=None, help="also write the table to this results file, under the provenance header")
-    args = ap.parse_args(argv)
-    with tee_results(args.out, argv):
-        return run(args.what.split(","), args.repeats)
+    return run_with_out(ap, argv, lambda args: run(args.what.split(","), args.repeats))
 
 
 def run(what: list[str], repeats: int) -> int:

@@ -4,6 +4,7 @@
   interpreter. A block whose fence info carries the tag ``skip-ci`` (```python skip-ci) is
   not run; use it only for blocks that need something CI does not have, and say why in the
   README next to it. (No block needs it today.)
+* The README's test command is the one ``.ci/run`` runs.
 * Every ``fastfc ...`` command of the README (in shell blocks and in inline code) parses
   with the CLI's own argument parser.
 * Every results file under ``benchmarks/results/`` (except ``legacy/``) starts with the
@@ -97,6 +98,15 @@ def test_python_blocks_run_in_order(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_readme_test_command_is_the_ci_command():
+    """The README's test command is the one ``.ci/run`` runs."""
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip().startswith("python3 -m pytest") and "-m \"not slow\"" in line]
+    assert ci, ".ci/run no longer runs the not-slow suite"
+    assert any(cmd in code for lang, _, code, _ in readme_blocks() if lang == "bash" for cmd in ci), \
+        f"the README's test command differs from .ci/run's: {ci[0]}"
 
 
 def readme_cli_commands() -> list[str]:
