@@ -10,10 +10,45 @@ import numpy as np
 SHARED = Path(os.environ.get("FASTFC_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 
 
-def load_published_split(split: str) -> tuple[list[np.ndarray], int]:
-    """One of the authors' 8-client splits: the client matrices and the number of classes.
+def parse_seeds(text: str) -> list[int]:
+    """Seeds from ``"0-9"``, ``"0,3,5"`` or a mix of both.
 
-    Raises ``NotImplementedError`` (asv's "skip this benchmark") when the data is not there.
+    Parameters
+    ----------
+    text : str
+        Comma-separated seeds or inclusive ranges ``lo-hi``.
+
+    Returns
+    -------
+    list of int
+        The seeds, in the order given.
+    """
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def load_published_split(split: str) -> tuple[list[np.ndarray], int]:
+    """One of the authors' 8-client splits.
+
+    Parameters
+    ----------
+    split : str
+        Split name in ``shared/datasets/fedhire_splits`` (``"US"``, ..., ``"LE"``).
+
+    Returns
+    -------
+    X_clients : list of ndarray
+        The clients' matrices.
+    n_classes : int
+        Number of classes of the split.
+
+    Raises
+    ------
+    NotImplementedError
+        When the data is not there (asv's "skip this benchmark").
     """
     from fastfc.datasets import load_client_npz
 

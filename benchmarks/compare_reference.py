@@ -10,12 +10,15 @@ Usage::
 
     python benchmarks/compare_reference.py kfed --preset reference --seeds 0-9
     python benchmarks/compare_reference.py kfed --preset default --splits US,EC --json out.json
+    python benchmarks/compare_reference.py fedhire --preset reference --out benchmarks/results/compare_fedhire_reference.md
+
+``--out FILE`` also writes the printed tables to FILE under the provenance header of
+``benchmarks/_provenance.py`` (command, git revision, date, machine, load, versions).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import defaultdict
@@ -23,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
+from _provenance import run_with_out
+from _shared import SHARED, parse_seeds
+
 SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
 METRICS = ["purity", "ari", "nmi", "acc"]
 REFERENCE_FILE = {"kfed": "kfed_ref.jsonl", "fedhire": "fedhire_ref.jsonl", "gold": "fedhire_ref.jsonl",
@@ -35,7 +39,22 @@ CONTEXT_FILE = {"ffcm": "ffcm_ref.jsonl"}
 
 
 def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
-    """Estimator parameters of a named preset for one split."""
+    """Estimator parameters of a named preset for one split.
+
+    Parameters
+    ----------
+    method : str
+        ``fastfc.experiment`` method name.
+    preset : str
+        ``default``, ``reference``, ``capN`` / ``capnone``, ``ninitN``, ``kmeans`` or ``snp``.
+    n_classes, n_features : int
+        Number of classes and of features of the split.
+
+    Returns
+    -------
+    dict
+        Keyword arguments of the estimator.
+    """
     if preset == "default":
         return {}
     if method == "kfed" and preset == "reference":
@@ -58,18 +77,20 @@ def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
     raise SystemExit(f"no preset {preset!r} for method {method!r}")
 
 
-def parse_seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            out.extend(range(int(lo), int(hi) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
 def load_reference(method: str) -> dict[str, dict[str, list[float]]]:
+    """Per-split lists of the reference run's scores and times.
+
+    Parameters
+    ----------
+    method : str
+        Method whose reference file (:data:`REFERENCE_FILE`, :data:`CONTEXT_FILE`) to read.
+
+    Returns
+    -------
+    dict
+        ``ref[split][metric]`` = one value per seed (metrics of :data:`METRICS` and ``seconds``);
+        empty when the file is missing.
+    """
     fname = REFERENCE_FILE.get(method, CONTEXT_FILE.get(method, ""))
     path = SHARED / "reference_results" / fname
     ref: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -83,6 +104,25 @@ def load_reference(method: str) -> dict[str, dict[str, list[float]]]:
 
 
 def run_split(method: str, split: str, preset: str, seeds: list[int], n_jobs: int | None, repeats: int) -> dict:
+    """Fit ``method`` on one published split for every seed and score it.
+
+    Parameters
+    ----------
+    method, split, preset : str
+        Method, split name and parameter preset (:func:`presets`).
+    seeds : list of int
+        Seeds (``random_state`` of the estimator).
+    n_jobs : int or None
+        Threads of each fit.
+    repeats : int
+        Timed fits per seed; the median is kept.
+
+    Returns
+    -------
+    dict
+        ``{metric: [one value per seed]}`` for the metrics of ``fastfc.metrics.evaluate`` and
+        ``seconds`` (median wall time of a whole fit, after one warm-up fit).
+    """
     from fastfc.datasets import load_client_npz
     from fastfc.experiment import make_estimator
     from fastfc.metrics import evaluate
@@ -107,10 +147,23 @@ def run_split(method: str, split: str, preset: str, seeds: list[int], n_jobs: in
 
 
 def fmt(values: list[float]) -> str:
+    """``mean±std`` with three decimals (``—`` for no values).
+
+    Parameters
+    ----------
+    values : list of float
+        Values over seeds.
+
+    Returns
+    -------
+    str
+        The table cell.
+    """
     return f"{np.mean(values):.3f}±{np.std(values):.3f}" if values else "—"
 
 
 def main(argv=None) -> int:
+    """Command line: run one method on the splits and print the comparison table (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("method")
     ap.add_argument("--preset", default="default",
@@ -120,12 +173,24 @@ def main(argv=None) -> int:
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per seed (median taken)")
     ap.add_argument("--json", default=None, help="also write the raw per-seed numbers here")
-    args = ap.parse_args(argv)
+    return run_with_out(ap, argv, run_tables)
 
+
+def run_tables(args) -> int:
+    """Run the comparison the parsed command line ``args`` asks for; returns 0."""
     seeds = parse_seeds(args.seeds)
     if args.method.lower().replace("-", "").replace("_", "") in CONTEXT_REFERENCES:
         return main_context(args, seeds)
+    return main_reference(args, seeds)
+
+
+def main_reference(args, seeds: list[int]) -> int:
+    """Print the table of a method against its reference run and a summary of the differences.
+
+    ``args`` is the parsed command line, ``seeds`` the seeds to run; returns 0.
+    """
     ref = load_reference(args.method)
+    deltas, ratios = {}, {}
     rows, raw = [], {}
     for split in args.splits.split(","):
         ours = run_split(args.method, split, args.preset, seeds, args.n_jobs, args.repeats)
@@ -135,30 +200,41 @@ def main(argv=None) -> int:
         d_nmi = np.mean(ours["nmi"]) - np.mean(r["nmi"]) if r.get("nmi") else float("nan")
         t_ours = float(np.median(ours["seconds"]))
         t_ref = float(np.median(r["seconds"])) if r.get("seconds") else float("nan")
+        deltas[split], ratios[split] = (d_ari, d_nmi), t_ref / t_ours
         rows.append(
             f"| {split} | " + " | ".join(fmt(ours[m]) for m in METRICS)
             + f" | {fmt(r.get('ari', []))} | {fmt(r.get('nmi', []))} | {d_ari:+.3f} | {d_nmi:+.3f}"
             + f" | {t_ours * 1e3:.2f} | {t_ref * 1e3:.2f} | {t_ref / t_ours:.1f}× |"
         )
         print(f"done {split}", file=sys.stderr)
-    import platform
-
-    print(f"{args.method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}, "
-          f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; "
-          f"time = median over seeds of the median of {args.repeats} whole fits (JIT warm)\n")
+    print(f"{args.method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}; "
+          f"time = median over seeds of the median of {args.repeats} whole fits (JIT warm); "
+          f"ms (ref) = median of the reference's recorded `seconds` (shared/reference_results, "
+          f"{REFERENCE_FILE[args.method]}), taken on another run of the same 2-core machine\n")
     print("| split | Purity | ARI | NMI | ACC | ref ARI | ref NMI | ΔARI | ΔNMI | ms (ours) | ms (ref) | ref/ours |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    n = len(deltas)
+    below = [f"{s} {d[0]:+.3f} ARI / {d[1]:+.3f} NMI" for s, d in deltas.items() if min(d) < -0.02]
+    above = [f"{s} {d[0]:+.3f} ARI / {d[1]:+.3f} NMI" for s, d in deltas.items() if max(d) > 0.02]
+    print(f"\nSummary: mean ARI and mean NMI within 0.02 of the reference (|Δ| ≤ 0.02 both) on "
+          f"{sum(max(abs(d[0]), abs(d[1])) <= 0.02 for d in deltas.values())} of {n} splits; "
+          f"not below it by more than 0.02 (Δ ≥ −0.02 both) on {n - len(below)} of {n}; "
+          f"below by more than 0.02: {', '.join(below) or 'none'}; above by more than 0.02: {', '.join(above) or 'none'}; "
+          f"mean ARI at least the reference's on {sum(d[0] >= 0 for d in deltas.values())} of {n}.")
+    print("Time ratio ref/ours: " + ", ".join(f"{s} {v:.0f}×" if v >= 10 else f"{s} {v:.1f}×" for s, v in ratios.items())
+          + f" (min {min(ratios.values()):.1f}×, max {max(ratios.values()):.1f}×).")
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1))
     return 0
 
 
 def main_context(args, seeds: list[int]) -> int:
-    """Table of a method with no reference run of its own: our scores and time, with the
-    other methods' reference ARI/NMI on the same splits for context."""
-    import platform
+    """Print the table of a method with no reference run of its own.
 
+    Our scores and time, with the other methods' reference ARI/NMI on the same splits for
+    context. ``args`` is the parsed command line, ``seeds`` the seeds to run; returns 0.
+    """
     method = args.method.lower().replace("-", "").replace("_", "")
     others = CONTEXT_REFERENCES[method]
     refs = {o: load_reference(o) for o in others}
@@ -171,8 +247,7 @@ def main_context(args, seeds: list[int]) -> int:
         rows.append(f"| {split} | " + " | ".join(fmt(ours[m]) for m in METRICS)
                     + f" | {float(np.median(ours['seconds'])) * 1e3:.1f} | {cells} |")
         print(f"done {split}", file=sys.stderr)
-    print(f"{method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}, {os.cpu_count()} cores, "
-          f"{platform.machine()}, Python {platform.python_version()}; no reference implementation exists: the last "
+    print(f"{method} (preset {args.preset}), seeds {args.seeds}, n_jobs={args.n_jobs}; no reference implementation exists: the last "
           f"columns are other methods' reference ARI / NMI on the same splits, for context; time = median over seeds "
           f"of the median of {args.repeats} whole fits\n")
     print("| split | Purity | ARI | NMI | ACC | ms (ours) | " + " | ".join(f"{o} ref ARI / NMI" for o in others) + " |")

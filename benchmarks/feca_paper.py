@@ -26,20 +26,24 @@ Usage::
 
     python benchmarks/feca_paper.py --seeds 0-9 --tables table1,table5,table6
     python benchmarks/feca_paper.py --tables all --json feca_paper.json
+    python benchmarks/feca_paper.py --seeds 0-9 --out benchmarks/results/feca_paper.md
+
+``--out FILE`` also writes the printed tables to FILE under the provenance header of
+``benchmarks/_provenance.py``.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
+from _provenance import run_with_out
+from _shared import SHARED, parse_seeds
+
 SPLITS = [("IID", None), ("(0.3)", 0.3), ("(0.1)", 0.1)]
 
 # paper Table 1 (ℓ2 ×1e4, mean, std): FeCA / k-FED / centralised; Table 4 FeCA purity / NMI
@@ -69,6 +73,18 @@ PAPER_T10 = {
 
 
 def load_sset(name):
+    """An S-set and its true centres (per-label means; A14).
+
+    Parameters
+    ----------
+    name : str
+        ``"s1"`` .. ``"s4"``.
+
+    Returns
+    -------
+    X, y, theta : ndarray
+        Rows, labels and the per-label means.
+    """
     d = np.load(SHARED / "datasets" / "sipu" / f"{name}.npz")
     X, y = d["X"].astype(np.float64), d["y"]
     theta = np.array([X[y == c].mean(0) for c in np.unique(y)])
@@ -79,6 +95,24 @@ BALANCE = False
 
 
 def split(y, M, alpha, seed):
+    """Client row indices: IID, or Hsu et al.'s Dirichlet(alpha) split (``min_size=10``).
+
+    Parameters
+    ----------
+    y : ndarray
+        Labels.
+    M : int
+        Clients.
+    alpha : float or None
+        Dirichlet concentration; ``None`` for IID.
+    seed : int
+        Seed of the split.
+
+    Returns
+    -------
+    list of ndarray
+        Row indices of each client.
+    """
     from fastfc.datasets import partition_dirichlet_hsu, partition_iid
 
     if alpha is None:
@@ -87,6 +121,24 @@ def split(y, M, alpha, seed):
 
 
 def scores(X, y, C, theta, lloyd_step=False):
+    """Centre recovery and label quality of centres ``C``.
+
+    Parameters
+    ----------
+    X, y : ndarray
+        The whole data set and its labels.
+    C : ndarray
+        Recovered centres.
+    theta : ndarray
+        True centres.
+    lloyd_step : bool, default=False
+        Label after one Lloyd step from ``C`` (App. D) instead of by the nearest centre.
+
+    Returns
+    -------
+    tuple of float
+        Hungarian-matched ℓ2, purity, NMI.
+    """
     from fastfc._assign import assign_nearest
     from fastfc.metrics import center_recovery_l2, normalized_mutual_info_score, purity_score
 
@@ -98,6 +150,26 @@ def scores(X, y, C, theta, lloyd_step=False):
 
 
 def fit_centers(method, X_clients, k, seed, **params):
+    """Global centres of FeCA (with ``N_INIT`` local starts) or k-FED.
+
+    Parameters
+    ----------
+    method : str
+        ``"FeCA"`` or ``"k-FED"``.
+    X_clients : list of ndarray
+        The clients' rows.
+    k : int
+        Number of global centres.
+    seed : int
+        ``random_state``.
+    **params
+        Further estimator parameters.
+
+    Returns
+    -------
+    ndarray
+        The global centres.
+    """
     from fastfc import FeCA, KFed
 
     with warnings.catch_warnings():
@@ -110,21 +182,70 @@ def fit_centers(method, X_clients, k, seed, **params):
 
 
 def centralized(X, k, seed):
+    """Centres of one k-means++ start of scikit-learn's k-means on all rows.
+
+    Parameters
+    ----------
+    X : ndarray
+        All rows.
+    k, seed : int
+        Clusters and seed.
+
+    Returns
+    -------
+    ndarray
+        The centres.
+    """
     from sklearn.cluster import KMeans
 
     return KMeans(k, n_init=1, random_state=seed).fit(X).cluster_centers_
 
 
 def ms(vals, scale=1e4):
+    """``mean±std`` of ``vals / scale`` with one decimal.
+
+    Parameters
+    ----------
+    vals : array-like
+        Values over seeds.
+    scale : float, default=1e4
+        Divisor.
+
+    Returns
+    -------
+    str
+        The table cell.
+    """
     v = np.asarray(vals) / scale
     return f"{v.mean():.1f}±{v.std():.1f}"
 
 
 def paper(p):
+    """A paper value ``(mean, std)`` as a table cell.
+
+    Parameters
+    ----------
+    p : tuple of float
+        Mean and std.
+
+    Returns
+    -------
+    str
+        ``mean±std``.
+    """
     return f"{p[0]}±{p[1]}"
 
 
 def table1(seeds, out):
+    """Print Table 1 / Table 4 (S-sets, M = 10).
+
+    Parameters
+    ----------
+    seeds : list of int
+        Seeds (split and method).
+    out : dict
+        Raw numbers are added here (for ``--json``).
+    """
     print("\n### Table 1 / Table 4: S-sets, M = 10, ℓ2 ×1e4 (ours | paper), Purity / NMI (ours | paper)\n")
     print("| set | split | FeCA ℓ2 | paper | k-FED(k'=5) ℓ2 | paper | FeCA Purity | paper | FeCA NMI | paper |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -148,6 +269,7 @@ def table1(seeds, out):
 
 
 def table5(seeds, out):
+    """Print Table 5 (S1 IID, with and without one-fit-many removal); see :func:`table1`."""
     X, y, theta = load_sset("s1")
     print("\n### Table 5: S1 IID, MSE ×1e6 = (mean ℓ2)² / k\n")
     print("| FeCA | ours MSE | paper MSE | ours mean ℓ2 ×1e4 |")
@@ -160,6 +282,7 @@ def table5(seeds, out):
 
 
 def table6(seeds, out):
+    """Print Table 6 (theoretical vs empirical radius on S1); see :func:`table1`."""
     X, y, theta = load_sset("s1")
     print("\n### Table 6: S1, theoretical vs empirical radius, ℓ2 ×1e4 (ours | paper)\n")
     print("| radius | IID | paper | (0.3) | paper | (0.1) | paper |")
@@ -175,6 +298,10 @@ def table6(seeds, out):
 
 
 def table89(seeds, out, which):
+    """Print Table 8 (independent 5 % subsamples) or 9 (IID split) of S1; see :func:`table1`.
+
+    ``which`` is 8 or 9.
+    """
     from fastfc.datasets import partition_iid, partition_subsample
 
     X, y, theta = load_sset("s1")
@@ -194,6 +321,7 @@ def table89(seeds, out, which):
 
 
 def table10(seeds, out):
+    """Print Table 10 (client k' and output k varied on S1); see :func:`table1`."""
     X, y, theta = load_sset("s1")
     print("\n### Table 10: S1, varying client k' and output k; MSE ×1e6 = (mean ℓ2)² / 15 (ours | paper)\n")
     print("| variant | k | k' | IID | paper | (0.3) | paper | (0.1) | paper |")
@@ -209,6 +337,7 @@ def table10(seeds, out):
 
 
 def sbm(seeds, out):
+    """Print the Stochastic Ball Model run in Theorem 4.1's regime; see :func:`table1`."""
     from fastfc.datasets import make_stochastic_ball, partition_iid, sbm_theorem_separation
     from fastfc.metrics import center_recovery_l2
 
@@ -232,17 +361,21 @@ def sbm(seeds, out):
 
 
 def main(argv=None):
+    """Command line: run the requested tables (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--tables", default="all")
     ap.add_argument("--json", default=None)
     ap.add_argument("--balance", action="store_true", help="balanced Dirichlet split (FedBE style)")
     ap.add_argument("--n-init", type=int, default=1, help="FeCA's local k-means starts")
-    args = ap.parse_args(argv)
+    return run_with_out(ap, argv, run_tables)
+
+
+def run_tables(args) -> int:
+    """Run and print the tables the parsed command line ``args`` asks for; returns 0."""
     global BALANCE, N_INIT
     BALANCE, N_INIT = args.balance, args.n_init
-    lo, _, hi = args.seeds.partition("-")
-    seeds = list(range(int(lo), int(hi or lo) + 1))
+    seeds = parse_seeds(args.seeds)
     which = ["table1", "table5", "table6", "table8", "table9", "table10", "sbm"] if args.tables == "all" else args.tables.split(",")
     out: dict = {}
     print(f"FeCA paper re-run with fastfc; seeds {args.seeds} (split and method seeded by the same s); "

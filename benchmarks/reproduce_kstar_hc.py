@@ -15,20 +15,24 @@ numbers to ``--json`` and prints markdown tables next to the paper's values.
 Usage::
 
     python benchmarks/reproduce_kstar_hc.py --seeds 0-4 --micro snp,kmeans --json out.json
+    python benchmarks/reproduce_kstar_hc.py --seeds 0-9 --micro kmeans --out benchmarks/results/kstar_repro_kmeans.md
+
+``--out FILE`` also writes the printed tables to FILE under the provenance header of
+``benchmarks/_provenance.py``.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("FASTFC_SHARED", HERE.parent.parent / "shared"))
+from _provenance import run_with_out
+from _shared import SHARED, parse_seeds
+
 DATASETS = ["pageblock", "yeast", "abalone", "breast", "digits", "gaussian", "ids2", "ids2_22", "ids2_2k22"]
 #: merge exponent used for the paper's tables (text and Fig. 6)
 PAPER_BETA = {"pageblock": 1.5, "yeast": 0.1, "abalone": 8.0, "breast": 2.0, "ids2_non_iid": 0.4}
@@ -63,6 +67,20 @@ METRICS = ["f_measure", "acc_paper", "nmi", "ari", "dcv"]
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """One of the paper's data sets, min-max scaled per feature.
+
+    Parameters
+    ----------
+    name : str
+        File name (without ``.npz``) in ``shared/datasets/kstar_hc``.
+
+    Returns
+    -------
+    X : ndarray
+        Rows scaled to [0, 1] per feature (a constant feature becomes 0).
+    y : ndarray
+        True labels.
+    """
     with np.load(SHARED / "datasets" / "kstar_hc" / f"{name}.npz", allow_pickle=False) as f:
         X, y = np.array(f["X"], dtype=np.float64), np.asarray(f["y"])
     lo, hi = X.min(0), X.max(0)
@@ -71,8 +89,27 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def label_skew(y: np.ndarray, n_clients: int, seed: int, per_client: int = 2) -> list[np.ndarray]:
-    """Spec §5: client z holds clusters {(2z + i) mod K}; a cluster held by h clients is cut
-    into h nearly equal random parts."""
+    """The spec's (§5) label-skew split.
+
+    Client z holds clusters {(2z + i) mod K}; a cluster held by h clients is cut into h
+    nearly equal random parts.
+
+    Parameters
+    ----------
+    y : ndarray
+        Labels 0..K-1.
+    n_clients : int
+        Clients.
+    seed : int
+        Seed of the random cuts.
+    per_client : int, default=2
+        Clusters per client.
+
+    Returns
+    -------
+    list of ndarray
+        Sorted row indices of each client.
+    """
     K = int(y.max()) + 1
     held = [[(per_client * z + i) % K for i in range(per_client)] for z in range(n_clients)]
     rng = np.random.default_rng(seed)
@@ -86,6 +123,30 @@ def label_skew(y: np.ndarray, n_clients: int, seed: int, per_client: int = 2) ->
 
 def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0.5, beta: float | None = None,
         snc: bool = True) -> dict:
+    """One client phase and the server phases of one (dataset, seed, micro-partitioner).
+
+    Parameters
+    ----------
+    name : str
+        Data set (``*_non_iid``: the label-skew split over 3 clients).
+    seed : int
+        Seed of the split and of every phase.
+    micro : str
+        Micro-partitioner (``"kmeans"`` or ``"snp"``).
+    n_clients : int
+        Clients of the IID split.
+    micro_scale : float, default=0.5
+        Subcluster budget ``micro_scale * sqrt(n_z)``.
+    beta : float or None, default=None
+        Merge exponent (``None``: the paper's for this data set).
+    snc : bool, default=True
+        Also estimate k* with every configuration of :data:`SNC_CONFIGS` and every t.
+
+    Returns
+    -------
+    dict
+        Scores with k given (``"given"``) and, with ``snc``, at the estimated k*.
+    """
     from fastfc import FedKStarHC
     from fastfc.metrics import evaluate_kstar_hc
 
@@ -103,14 +164,15 @@ def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0
     beta = PAPER_BETA.get(name, 0.5) if beta is None else beta
     base = FedKStarHC(micro=micro, micro_scale=micro_scale, beta=beta, random_state=seed)
     t0 = time.perf_counter()
-    out = [base.client_summarize(x, client_index=i) for i, x in enumerate(Xc)]
+    out = [base.client_summarize(x, client_index=i, random_state=seed) for i, x in enumerate(Xc)]
     t_client = time.perf_counter() - t0
     summaries = [s for s, _ in out]
 
     def server(**params):
+        """Server phase with ``params`` and the labels of every client's rows."""
         est = FedKStarHC(micro=micro, micro_scale=micro_scale, beta=beta, random_state=seed, **params)
         t1 = time.perf_counter()
-        model, replies = est.server_aggregate(summaries)
+        model, replies = est.server_aggregate(summaries, random_state=seed)
         dt = time.perf_counter() - t1
         labels = np.concatenate([est.client_assign(x, st, r) for x, (_, st), r in zip(Xc, out, replies)])
         return model, labels, dt
@@ -132,15 +194,19 @@ def run(name: str, seed: int, micro: str, n_clients: int, micro_scale: float = 0
     return rec
 
 
-def parse_seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
 def report(recs: list[dict]) -> str:
+    """Markdown tables of the records of :func:`run` next to the paper's values.
+
+    Parameters
+    ----------
+    recs : list of dict
+        Records of :func:`run`.
+
+    Returns
+    -------
+    str
+        The tables and their summary lines.
+    """
     lines = []
     micros = sorted({r["micro"] for r in recs})
     for micro in micros:
@@ -196,6 +262,7 @@ def report(recs: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
+    """Command line: run the reproduction and print the report (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=",".join(DATASETS + NON_IID))
     ap.add_argument("--seeds", default="0-4")
@@ -206,7 +273,11 @@ def main(argv=None) -> int:
     ap.add_argument("--micro-scale", type=float, default=0.5, help="subcluster budget micro_scale * sqrt(n_z) (spec: 1.0)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true", help="only print the tables of an existing --json")
-    args = ap.parse_args(argv)
+    return run_with_out(ap, argv, run_all)
+
+
+def run_all(args) -> int:
+    """Run every (micro-partitioner, dataset, seed) of the parsed command line ``args`` and print the report; returns 0."""
     if args.report_only:
         print(report(json.loads(Path(args.json).read_text())))
         return 0
