@@ -1,4 +1,6 @@
 """The CPL engine (Numba kernels + orchestration) against the literal NumPy references."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -255,11 +257,13 @@ def test_feature_weight_kernel_matches_direct_formulas(semantics, case):
     np.testing.assert_allclose(Mw[rows].sum(1), 1.0, rtol=1e-12)
 
 
-@pytest.mark.parametrize("d", [1, 7, 8, 13, 128, 129, 300, 777, 2100])
-def test_distance_sums_follow_numpy_order_bit_for_bit(d):
-    """The two weighted-distance kernels give exactly np.sum(Mw * (x - c) ** 2) for any d."""
-    from fastfc._kernels._cpl import _sq_dist, _sq_dist_buf
+@functools.lru_cache(maxsize=None)
+def _jitted_drivers():
+    """Numba drivers of the private distance kernels, compiled once per session (a driver
+    defined inside each parametrised test compiled anew for every parameter: ~30 s)."""
     import numba
+
+    from fastfc._kernels._cpl import _build_live_t, _live_dists_t, _sq_dist, _sq_dist_buf
 
     @numba.njit
     def both(X, C, Mw):
@@ -271,23 +275,6 @@ def test_distance_sums_follow_numpy_order_bit_for_bit(d):
             out[0, j] = _sq_dist(X, 0, C, Mw, j)
             out[1, j] = _sq_dist_buf(X, 0, C, Mw, j, tmp, stk, stv)
         return out
-
-    rng = np.random.default_rng(d)
-    X = rng.normal(size=(1, d)) * 10 ** rng.uniform(-3, 3, size=d)
-    C = rng.normal(size=(4, d))
-    Mw = rng.random((4, d))
-    ref = np.sum(Mw * (X[0] - C) ** 2, axis=1)
-    got = both(X, C, Mw)
-    np.testing.assert_array_equal(got[0], ref)
-    np.testing.assert_array_equal(got[1], ref)
-
-
-@pytest.mark.parametrize("d", [1, 5, 7, 8, 10, 13, 15, 16, 17, 23, 24, 31, 64, 128])
-def test_transposed_live_distances_follow_numpy_order_bit_for_bit(d):
-    """The candidate-vectorised kernel (d <= 128: register paths below 24 features, the
-    accumulator array above) gives exactly np.sum(Mw * (x - c) ** 2), listed candidates only."""
-    from fastfc._kernels._cpl import _build_live_t, _live_dists_t
-    import numba
 
     @numba.njit
     def dists(X, C, Mw, live_idx):
@@ -305,6 +292,28 @@ def test_transposed_live_distances_follow_numpy_order_bit_for_bit(d):
             out[i] = buf[:n_live]
         return out, tpos
 
+    return both, dists
+
+
+@pytest.mark.parametrize("d", [1, 7, 8, 13, 128, 129, 300, 777, 2100])
+def test_distance_sums_follow_numpy_order_bit_for_bit(d):
+    """The two weighted-distance kernels give exactly np.sum(Mw * (x - c) ** 2) for any d."""
+    both = _jitted_drivers()[0]
+    rng = np.random.default_rng(d)
+    X = rng.normal(size=(1, d)) * 10 ** rng.uniform(-3, 3, size=d)
+    C = rng.normal(size=(4, d))
+    Mw = rng.random((4, d))
+    ref = np.sum(Mw * (X[0] - C) ** 2, axis=1)
+    got = both(X, C, Mw)
+    np.testing.assert_array_equal(got[0], ref)
+    np.testing.assert_array_equal(got[1], ref)
+
+
+@pytest.mark.parametrize("d", [1, 5, 7, 8, 10, 13, 15, 16, 17, 23, 24, 31, 64, 128])
+def test_transposed_live_distances_follow_numpy_order_bit_for_bit(d):
+    """The candidate-vectorised kernel (d <= 128: register paths below 24 features, the
+    accumulator array above) gives exactly np.sum(Mw * (x - c) ** 2), listed candidates only."""
+    dists = _jitted_drivers()[1]
     rng = np.random.default_rng(1000 + d)
     X = rng.normal(size=(5, d)) * 10 ** rng.uniform(-3, 3, size=d)
     C = rng.normal(size=(37, d))
