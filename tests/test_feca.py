@@ -336,27 +336,6 @@ def test_fewer_groups_than_k_warns_and_returns_fewer_centres():
     assert set(np.unique(est.labels_)) == {0, 1}
 
 
-def test_inputs_not_modified():
-    X, y, _ = _blobs(7, n=400)
-    Xc = [X[:200].copy(), X[200:].copy()]
-    before = [x.copy() for x in Xc]
-    FeCA(4, random_state=0).fit_clients(Xc)
-    for a, b in zip(Xc, before):
-        np.testing.assert_array_equal(a, b)
-
-
-@pytest.mark.parametrize("bad, match", [
-    ([np.array([[0.0, np.nan], [1, 1], [2, 2]])], "NaN|infinity"),
-    ([np.zeros((5, 2)), np.zeros((5, 3))], "different feature counts"),
-    ([np.zeros((5, 2)), np.zeros((0, 2))], "empty"),
-    ([np.zeros((2, 2))], "larger than the number of samples"),
-    ([np.array([["a", "b"], ["c", "d"]])], "non-numeric"),
-])
-def test_bad_input_errors(bad, match):
-    with pytest.raises((ValueError, TypeError), match=match):
-        FeCA(3, random_state=0).fit_clients(bad)
-
-
 def test_bad_parameters():
     X = np.random.default_rng(0).normal(size=(20, 2))
     for params in ({"radius": "huge"}, {"spread": "var"}, {"n_local_clusters": 0}, {"refine": "yes"}):

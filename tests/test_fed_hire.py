@@ -157,14 +157,6 @@ def test_impossible_n_clusters_gives_clear_error():
         FedHIRE(n_clusters=30, random_state=0, on_init_failure="raise").fit_clients(Xs)
 
 
-def test_inputs_not_modified():
-    Xs, _ = _blob_clients(8)
-    copies = [x.copy() for x in Xs]
-    FedHIRE(n_clusters=3, random_state=0).fit_clients(Xs)
-    for x, c in zip(Xs, copies):
-        np.testing.assert_array_equal(x, c)
-
-
 def test_gold_without_tolerance_is_fed_hire_and_with_it_keeps_a_valid_hierarchy():
     X_clients, _ = mixture_clients(0)
     a = GOLD(n_clusters=4, random_state=0).fit_clients(X_clients)

@@ -482,25 +482,14 @@ def test_tiny_clients_and_duplicate_rows():
             assert np.unique(lab[rows]).size <= 1
 
 
-def test_bad_input_errors_and_inputs_untouched():
+def test_errors_of_its_own_and_snp_leaves_inputs_untouched():
+    """Fed-k*-HC's own errors (generic bad input, for every estimator: test_edge_cases.py)."""
     rng = np.random.default_rng(22)
     X = rng.normal(size=(60, 2))
-    bad = X.copy()
-    bad[3, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        FedKStarHC(micro="kmeans").fit_clients([X, bad])
-    with pytest.raises(ValueError, match="feature counts"):
-        FedKStarHC(micro="kmeans").fit_clients([X, X[:, :1]])
-    with pytest.raises(ValueError, match="empty"):
-        FedKStarHC(micro="kmeans").fit_clients([X, X[:0]])
     with pytest.raises(ValueError, match="subclusters the clients uploaded"):
         FedKStarHC(n_clusters=50, micro="kmeans", random_state=0).fit_clients([X[:30], X[30:]])
-    with pytest.raises(ValueError, match="larger than the number of samples"):
-        FedKStarHC(n_clusters=61, micro="kmeans").fit_clients([X[:30], X[30:]])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="micro"):
         FedKStarHC(micro="bogus").fit_clients([X])
-    with pytest.raises(TypeError):
-        FedKStarHC(micro="kmeans").fit_clients([np.array([["a", "b"]] * 5)])
     before = X.copy()
     FedKStarHC(micro="snp", random_state=0).fit_clients([X[:30], X[30:]])
     np.testing.assert_array_equal(X, before)
