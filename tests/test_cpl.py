@@ -105,9 +105,12 @@ def test_k_one_returns_the_mean_at_once():
 
 
 def test_more_candidates_than_rows_is_clamped():
-    X = np.random.default_rng(0).normal(size=(5, 2))
-    res = cpl(X, 50, seeds=np.arange(5))
-    assert 1 <= res.n_clusters <= 5
+    """k > n runs as k = n: the same result as asking for n candidates with the same seeds."""
+    X = np.random.default_rng(0).normal(size=(7, 2))
+    seeds = np.array([3, 0, 6, 1, 5, 2, 4])
+    res, ref = cpl(X, 50, seeds=seeds), cpl(X, 7, seeds=seeds)
+    np.testing.assert_array_equal(res.labels, ref.labels)
+    assert res.n_clusters == ref.n_clusters and res.n_passes == ref.n_passes
 
 
 @pytest.mark.parametrize("semantics", ["robust", "reference"])

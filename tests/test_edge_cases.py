@@ -163,10 +163,19 @@ def test_tiny_clients(make):
             np.testing.assert_array_equal(np.sort(summary.centers, axis=0), np.sort(x, axis=0))
 
 
-def test_predict_checks_features(make):
+def test_predict_checks_its_input(make):
+    """predict rejects what fit rejects, and a feature count other than the fitted one."""
     est = make().fit_clients(_clients(np.random.default_rng(0)))
     with pytest.raises(ValueError, match="4 features"):
         est.predict(np.ones((3, 5)))
+    X = np.ones((3, 4))
+    X[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.predict(X)
+    with pytest.raises(TypeError, match="non-numeric"):
+        est.predict(np.array([["a"] * 4] * 3))
+    with pytest.raises(ValueError, match="2D array"):
+        est.predict(np.arange(4.0))
 
 
 def test_single_client(make):
