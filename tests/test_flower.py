@@ -16,7 +16,7 @@ import pytest
 from fastfc.experiment import make_estimator
 from fastfc.flower import LocalFederation, write_app_project
 
-from conftest import in_ci, load_split
+from conftest import in_ci, mixture_clients
 
 BIN = os.environ.get("FASTFC_FLWR_BIN") or str(Path(sys.executable).parent)
 PORT = 30000 + os.getpid() % 400 * 20  # a port block per test process
@@ -39,8 +39,7 @@ def _flower_cli():
 
 @pytest.fixture
 def federation(tmp_path):
-    X_clients, _ = load_split("US")
-    X_clients = X_clients[:3]
+    X_clients = mixture_clients(3, k=4)[0][:3]  # synthetic: the deployment needs no published data
     app = write_app_project(tmp_path / "app", n_clients=3, min_clients=2)
     with LocalFederation(tmp_path / "fed", X_clients, port=PORT, bin_dir=BIN) as fed:
         yield fed, app, X_clients
