@@ -1,4 +1,6 @@
 """The CPL engine (Numba kernels + orchestration) against the literal NumPy references."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,24 @@ from conftest import load_split
 def _blobs(rng, n, d, k, spread=4.0):
     centres = rng.normal(scale=spread, size=(k, d))
     return centres[rng.integers(k, size=n)] + rng.normal(size=(n, d))
+
+
+def _update_weights(X, y, k, *, live=None, reference=False):
+    """One call of the feature-weight kernel on labels ``y``, fresh uniform weights; returns
+    ``(Mw, live)`` after the update."""
+    from fastfc._kernels._cpl import cpl_feature_weights
+
+    n, d = X.shape
+    cnt = np.bincount(y, minlength=k).astype(np.int64)
+    C = np.array([X[y == j].mean(0) if cnt[j] else np.zeros(d) for j in range(k)])
+    order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
+    Mw = np.full((k, d), 1.0 / d)
+    live = np.ones(k, dtype=np.uint8) if live is None else np.asarray(live, dtype=np.uint8)
+    wnan = np.zeros(k, dtype=np.uint8)
+    bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
+    cpl_feature_weights(X, y.astype(np.int64), cnt, C, order, Mw, live, wnan, np.ones(k), int(reference), 1e-12,
+                        *bufs)
+    return Mw, live
 
 
 @pytest.mark.parametrize("semantics", ["robust", "reference"])
@@ -85,9 +105,12 @@ def test_k_one_returns_the_mean_at_once():
 
 
 def test_more_candidates_than_rows_is_clamped():
-    X = np.random.default_rng(0).normal(size=(5, 2))
-    res = cpl(X, 50, seeds=np.arange(5))
-    assert 1 <= res.n_clusters <= 5
+    """k > n runs as k = n: the same result as asking for n candidates with the same seeds."""
+    X = np.random.default_rng(0).normal(size=(7, 2))
+    seeds = np.array([3, 0, 6, 1, 5, 2, 4])
+    res, ref = cpl(X, 50, seeds=seeds), cpl(X, 7, seeds=seeds)
+    np.testing.assert_array_equal(res.labels, ref.labels)
+    assert res.n_clusters == ref.n_clusters and res.n_passes == ref.n_passes
 
 
 @pytest.mark.parametrize("semantics", ["robust", "reference"])
@@ -105,14 +128,35 @@ def test_constant_features_and_duplicate_rows(semantics):
     assert len(np.unique(got.labels[20:30])) == 1
 
 
-def test_singletons_never_survive_robust_mode_unless_last():
-    rng = np.random.default_rng(2)
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+@pytest.mark.parametrize("case", range(6))
+def test_converged_run_leaves_no_singleton_cluster(semantics, case):
+    """fed_hire.md §3.1.6 (a) / §3.1.7 rule 2: a candidate with m_j <= 1 at a weight update is
+    dead, its member moves in the next pass. So a run that stopped because a pass changed no
+    label (after at least one weight update) has no cluster of exactly one row."""
+    rng = np.random.default_rng(case)
     X = _blobs(rng, 80, 2, 3)
-    res = cpl(X, 40, seeds=rng.permutation(80)[:40])
+    seeds = rng.permutation(80)[:40]
+    first = np.bincount(cpl(X, 40, seeds=seeds, semantics=semantics, max_passes=1).labels)
+    assert (first == 1).sum() >= 5  # singletons do exist before the first update: the check below can fail
+    res = cpl(X, 40, seeds=seeds, semantics=semantics)
+    assert 1 < res.n_passes < 31  # converged, not stopped by the cap (no update after the last pass)
     sizes = np.bincount(res.labels)
-    assert (sizes >= 1).all() and sizes.sum() == 80
-    if res.n_passes > 1:
-        assert res.n_clusters < 40
+    assert sizes.sum() == 80 and sizes.size == res.n_clusters
+    assert sizes.min() >= 2, f"singleton clusters survived: sizes {sizes.tolist()}"
+
+
+def test_singleton_rule_kills_every_singleton_but_never_the_last_live_candidate():
+    """Robust rule 2 at the weight-update kernel: with one candidate of two rows the singletons
+    die; when every live candidate is a singleton, the first live one stays (uniform weights)."""
+    X = _blobs(np.random.default_rng(8), 6, 3, 2)
+    y = np.array([0, 0, 1, 2, 3, 4])  # candidate 0 has two rows, 1..4 are singletons, 5 is empty and dead
+    live = _update_weights(X, y, 6, live=[1, 1, 1, 1, 1, 0])[1]
+    np.testing.assert_array_equal(live, [1, 0, 0, 0, 0, 0])
+    y = np.array([1, 2, 3, 4, 5, 0])[:5]  # all live candidates are singletons; candidate 0 is dead
+    Mw, live = _update_weights(X[:5], y, 6, live=[0, 1, 1, 1, 1, 1])
+    np.testing.assert_array_equal(live, [0, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(Mw[1], np.full(3, 1 / 3))
 
 
 def test_cpl_bad_input():
@@ -200,8 +244,6 @@ def test_weighted_kmodes_is_deterministic_and_labels_in_range():
 @pytest.mark.parametrize("semantics", ["robust", "reference"])
 @pytest.mark.parametrize("case", range(6))
 def test_feature_weight_kernel_matches_direct_formulas(semantics, case):
-    from fastfc._kernels._cpl import cpl_feature_weights
-
     rng = np.random.default_rng(300 + case)
     n, d, k = int(rng.integers(12, 80)), int(rng.integers(1, 9)), int(rng.integers(2, 7))
     X = _blobs(rng, n, d, k)
@@ -209,16 +251,8 @@ def test_feature_weight_kernel_matches_direct_formulas(semantics, case):
         X[:, 0] = 1.0  # a constant feature
     y = rng.integers(k, size=n).astype(np.int64)
     y[:k] = np.arange(k)  # every candidate has a member; some may be singletons
-    cnt = np.bincount(y, minlength=k).astype(np.int64)
+    Mw, live = _update_weights(X, y, k, reference=semantics == "reference")
     C = np.array([X[y == j].mean(0) for j in range(k)])
-    order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
-    Mw = np.full((k, d), 1.0 / d)
-    live = np.ones(k, dtype=np.uint8)
-    wnan = np.zeros(k, dtype=np.uint8)
-    theta = np.ones(k)
-    bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
-    ref = 1 if semantics == "reference" else 0
-    cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, ref, 1e-12, *bufs)
     Mw_ref, live_ref = R.reference_feature_weights(X, y, k, C, semantics)
     np.testing.assert_array_equal(live.astype(bool), live_ref)
     rows = live_ref
@@ -226,11 +260,13 @@ def test_feature_weight_kernel_matches_direct_formulas(semantics, case):
     np.testing.assert_allclose(Mw[rows].sum(1), 1.0, rtol=1e-12)
 
 
-@pytest.mark.parametrize("d", [1, 7, 8, 13, 128, 129, 300, 777, 2100])
-def test_distance_sums_follow_numpy_order_bit_for_bit(d):
-    """The two weighted-distance kernels give exactly np.sum(Mw * (x - c) ** 2) for any d."""
-    from fastfc._kernels._cpl import _sq_dist, _sq_dist_buf
+@functools.lru_cache(maxsize=None)
+def _jitted_drivers():
+    """Numba drivers of the private distance kernels, compiled once per session (a driver
+    defined inside each parametrised test compiled anew for every parameter: ~30 s)."""
     import numba
+
+    from fastfc._kernels._cpl import _build_live_t, _live_dists_t, _sq_dist, _sq_dist_buf
 
     @numba.njit
     def both(X, C, Mw):
@@ -242,23 +278,6 @@ def test_distance_sums_follow_numpy_order_bit_for_bit(d):
             out[0, j] = _sq_dist(X, 0, C, Mw, j)
             out[1, j] = _sq_dist_buf(X, 0, C, Mw, j, tmp, stk, stv)
         return out
-
-    rng = np.random.default_rng(d)
-    X = rng.normal(size=(1, d)) * 10 ** rng.uniform(-3, 3, size=d)
-    C = rng.normal(size=(4, d))
-    Mw = rng.random((4, d))
-    ref = np.sum(Mw * (X[0] - C) ** 2, axis=1)
-    got = both(X, C, Mw)
-    np.testing.assert_array_equal(got[0], ref)
-    np.testing.assert_array_equal(got[1], ref)
-
-
-@pytest.mark.parametrize("d", [1, 5, 7, 8, 10, 13, 15, 16, 17, 23, 24, 31, 64, 128])
-def test_transposed_live_distances_follow_numpy_order_bit_for_bit(d):
-    """The candidate-vectorised kernel (d <= 128: register paths below 24 features, the
-    accumulator array above) gives exactly np.sum(Mw * (x - c) ** 2), listed candidates only."""
-    from fastfc._kernels._cpl import _build_live_t, _live_dists_t
-    import numba
 
     @numba.njit
     def dists(X, C, Mw, live_idx):
@@ -276,6 +295,28 @@ def test_transposed_live_distances_follow_numpy_order_bit_for_bit(d):
             out[i] = buf[:n_live]
         return out, tpos
 
+    return both, dists
+
+
+@pytest.mark.parametrize("d", [1, 7, 8, 13, 128, 129, 300, 777, 2100])
+def test_distance_sums_follow_numpy_order_bit_for_bit(d):
+    """The two weighted-distance kernels give exactly np.sum(Mw * (x - c) ** 2) for any d."""
+    both = _jitted_drivers()[0]
+    rng = np.random.default_rng(d)
+    X = rng.normal(size=(1, d)) * 10 ** rng.uniform(-3, 3, size=d)
+    C = rng.normal(size=(4, d))
+    Mw = rng.random((4, d))
+    ref = np.sum(Mw * (X[0] - C) ** 2, axis=1)
+    got = both(X, C, Mw)
+    np.testing.assert_array_equal(got[0], ref)
+    np.testing.assert_array_equal(got[1], ref)
+
+
+@pytest.mark.parametrize("d", [1, 5, 7, 8, 10, 13, 15, 16, 17, 23, 24, 31, 64, 128])
+def test_transposed_live_distances_follow_numpy_order_bit_for_bit(d):
+    """The candidate-vectorised kernel (d <= 128: register paths below 24 features, the
+    accumulator array above) gives exactly np.sum(Mw * (x - c) ** 2), listed candidates only."""
+    dists = _jitted_drivers()[1]
     rng = np.random.default_rng(1000 + d)
     X = rng.normal(size=(5, d)) * 10 ** rng.uniform(-3, 3, size=d)
     C = rng.normal(size=(37, d))

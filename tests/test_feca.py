@@ -21,7 +21,7 @@ from fastfc.feca import FeCAModel, FeCAReply, FeCASummary, FewerGroupsWarning, f
 from fastfc.metrics import adjusted_rand_score, center_recovery_l2
 from fastfc.protocol import MessageError
 
-from conftest import load_split
+from conftest import mixture_clients, shared_file
 from reference_feca import (
     ref_client_update,
     ref_cluster_stats,
@@ -264,14 +264,16 @@ def test_functional_core_equals_estimator():
 
 
 def test_determinism_across_runs_and_n_jobs():
-    X_clients, _ = load_split("YE")
-    a = FeCA(10, random_state=3, n_jobs=1).fit_clients(X_clients)
-    b = FeCA(10, random_state=3, n_jobs=2).fit_clients(X_clients)
-    c = FeCA(10, random_state=3, n_jobs=1).fit_clients(X_clients)
+    """Same random_state: same labels and bit-identical centres for any n_jobs and on a rerun;
+    another random_state gives other centres (on overlapping clusters, so it can)."""
+    X_clients, _ = mixture_clients(0)
+    a = FeCA(6, random_state=3, n_jobs=1).fit_clients(X_clients)
+    b = FeCA(6, random_state=3, n_jobs=2).fit_clients(X_clients)
+    c = FeCA(6, random_state=3, n_jobs=1).fit_clients(X_clients)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.labels_, c.labels_)
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
-    d = FeCA(10, random_state=4).fit_clients(X_clients)
+    d = FeCA(6, random_state=4).fit_clients(X_clients)
     assert not np.array_equal(a.cluster_centers_, d.cluster_centers_)
 
 
@@ -334,27 +336,6 @@ def test_fewer_groups_than_k_warns_and_returns_fewer_centres():
     assert set(np.unique(est.labels_)) == {0, 1}
 
 
-def test_inputs_not_modified():
-    X, y, _ = _blobs(7, n=400)
-    Xc = [X[:200].copy(), X[200:].copy()]
-    before = [x.copy() for x in Xc]
-    FeCA(4, random_state=0).fit_clients(Xc)
-    for a, b in zip(Xc, before):
-        np.testing.assert_array_equal(a, b)
-
-
-@pytest.mark.parametrize("bad, match", [
-    ([np.array([[0.0, np.nan], [1, 1], [2, 2]])], "NaN|infinity"),
-    ([np.zeros((5, 2)), np.zeros((5, 3))], "different feature counts"),
-    ([np.zeros((5, 2)), np.zeros((0, 2))], "empty"),
-    ([np.zeros((2, 2))], "larger than the number of samples"),
-    ([np.array([["a", "b"], ["c", "d"]])], "non-numeric"),
-])
-def test_bad_input_errors(bad, match):
-    with pytest.raises((ValueError, TypeError), match=match):
-        FeCA(3, random_state=0).fit_clients(bad)
-
-
 def test_bad_parameters():
     X = np.random.default_rng(0).normal(size=(20, 2))
     for params in ({"radius": "huge"}, {"spread": "var"}, {"n_local_clusters": 0}, {"refine": "yes"}):
@@ -389,7 +370,8 @@ def test_messages_round_trip_and_reject_tampering():
 
 
 def test_protocol_phases_equal_fit_clients():
-    X_clients, _ = load_split("US")
+    """The three phases run by hand, every message through bytes, label as fit_clients does."""
+    X_clients, _ = mixture_clients(1)
     est = FeCA(4, random_state=5)
     out = [est.client_summarize(x, client_index=i) for i, x in enumerate(X_clients)]
     wire = [FeCASummary.from_bytes(s.to_bytes()) for s, _ in out]
@@ -505,8 +487,9 @@ def test_local_kmeans_equals_scikit_learn_estimator_from_the_same_seeds(init, dt
 
     from fastfc.feca import kmeanspp_seeds, local_kmeans
 
-    X_clients, _ = load_split("YE")
-    for seed, X in enumerate(X_clients[:4]):
+    X_clients, _ = mixture_clients(2, k=10)
+    n_iters = []
+    for seed, X in enumerate(X_clients):
         X = X.astype(dtype)
         C, lab, n_iter = local_kmeans(X, 10, np.random.default_rng(seed), init=init, n_init=n_init)
         # replay the starts' seeds and let scikit-learn pick the best of the same starts
@@ -521,31 +504,33 @@ def test_local_kmeans_equals_scikit_learn_estimator_from_the_same_seeds(init, dt
         np.testing.assert_allclose(C, best.cluster_centers_, rtol=1e-4 if dtype == np.float32 else 1e-10)
         np.testing.assert_array_equal(lab, best.labels_)
         assert n_iter == best.n_iter_
+        n_iters.append(n_iter)
+    assert min(n_iters) > 2  # Lloyd really iterates here: the equality covers its updates, not only the seeds
 
 
 def _sipu(name):
-    from conftest import SHARED
-
-    path = SHARED / "datasets" / "sipu" / f"{name}.npz"
-    if not path.exists():
-        pytest.skip(f"shared data not found at {path}")
-    d = np.load(path)
+    d = np.load(shared_file("datasets", "sipu", f"{name}.npz"))
     X, y = d["X"].astype(np.float64), d["y"]
     return X, y, np.array([X[y == c].mean(0) for c in np.unique(y)])
 
 
-def test_s1_reproduces_paper_table1_within_its_spread():
-    """Paper Table 1, FeCA on S1 with M = 10 (ℓ2 ×1e4): IID 1.0 ± 0.1, Dir(0.3) 6.8 ± 3.7.
-    Our mean over seeds 0-39 must lie within twice the paper's spread of its mean (IID: the
-    spread is tiny, so 1e4 absolute). Under Dir(0.3) single runs are bimodal (~3 or ~30), so
-    a 10-seed mean still moves by about ±4 between seed blocks; 40 seeds are used. Full
-    tables: benchmarks/feca_paper.py."""
+@pytest.mark.parametrize("alpha, paper_mean, paper_std", [
+    pytest.param(None, 1.0, 0.1, id="iid", marks=pytest.mark.xfail(
+        strict=True, reason="issue 12: mean l2 0.72e4 over seeds 0-39 (std 0.27e4), below the paper's 1.0 +- 0.1")),
+    pytest.param(0.3, 6.8, 3.7, id="dir0.3", marks=pytest.mark.xfail(
+        strict=True, reason="issue 12: mean l2 12.0e4 over seeds 0-39 (std 13.0e4), above the paper's 6.8 +- 3.7")),
+])
+def test_s1_reproduces_paper_table1_within_its_spread(alpha, paper_mean, paper_std):
+    """Paper Table 1, FeCA on S1 with M = 10 (l2 x1e4, mean +- std over runs): IID 1.0 +- 0.1,
+    Dir(0.3) 6.8 +- 3.7. The README claims our re-run lies within the paper's spread: our mean
+    over seeds 0-39 within one paper std of the paper's mean. (40 seeds: under Dir(0.3) single
+    runs are bimodal, ~3 or ~30, so a 10-seed mean moves by about +-4 between seed blocks.)
+    Full tables: benchmarks/feca_paper.py."""
     X, y, theta = _sipu("s1")
-    for alpha, (mean, std) in [(None, (1.0, 0.5)), (0.3, (6.8, 3.7))]:
-        l2 = []
-        for s in range(40):
-            parts = partition_iid(y, 10, random_state=s) if alpha is None else \
-                partition_dirichlet_hsu(y, 10, alpha=alpha, random_state=s)
-            est = FeCA(15, random_state=s).fit_clients([X[p] for p in parts])
-            l2.append(center_recovery_l2(est.cluster_centers_, theta) / 1e4)
-        assert abs(np.mean(l2) - mean) <= 2 * std, (alpha, np.mean(l2))
+    l2 = []
+    for s in range(40):
+        parts = partition_iid(y, 10, random_state=s) if alpha is None else \
+            partition_dirichlet_hsu(y, 10, alpha=alpha, random_state=s)
+        est = FeCA(15, random_state=s).fit_clients([X[p] for p in parts])
+        l2.append(center_recovery_l2(est.cluster_centers_, theta) / 1e4)
+    assert abs(np.mean(l2) - paper_mean) <= paper_std, np.mean(l2)

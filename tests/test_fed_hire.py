@@ -9,7 +9,7 @@ from fastfc.fed_hire import FedHIREModel, FedHIREReply, FedHIRESummary
 from fastfc.metrics import adjusted_rand_score, evaluate
 from fastfc.protocol import MessageError, decode_message
 
-from conftest import REFERENCE, load_split
+from conftest import load_split, mixture_clients, shared_file
 
 ESTIMATORS = [FedHIRE, GOLD]
 
@@ -28,12 +28,8 @@ def _blob_clients(seed=0, n_per=60, d=3):
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_hierarchy_is_pure_on_separated_blobs(cls):
-    """Every hierarchy level keeps separated blobs apart (purity 1).
-
-    The final weighted k-modes only sees label codes, not geometry, so it may join pure
-    groups of different blobs: the method's own limit (the authors' code behaves alike),
-    hence only a loose bound on the final ARI.
-    """
+    """Every hierarchy level keeps separated blobs apart (purity 1), and the fitted attributes
+    have the documented shapes."""
     from fastfc.metrics import purity_score
 
     Xs, ys = _blob_clients()
@@ -42,8 +38,6 @@ def test_hierarchy_is_pure_on_separated_blobs(cls):
     G = np.concatenate(est.client_granular_labels_)
     for level in range(G.shape[1]):
         assert purity_score(y, G[:, level]) == 1.0
-    aris = [adjusted_rand_score(y, cls(n_clusters=3, random_state=s).fit_clients(Xs).labels_) for s in range(5)]
-    assert np.mean(aris) > 0.3
     assert est.labels_.dtype == np.int32 and est.labels_.shape == y.shape
     assert [len(l) for l in est.client_labels_] == [len(x) for x in Xs]
     assert est.cluster_centers_.shape == (est.n_clusters_, 3)
@@ -54,6 +48,18 @@ def test_hierarchy_is_pure_on_separated_blobs(cls):
         assert (g < est.level_sizes_).all()
     assert (np.diff(est.level_sizes_) < 0).all()
     assert est.client_n_clusterlets_.sum() == est.global_model_.clusterlet_labels.shape[0]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: ARI 0.46, 0.68, 0.60, 0.25, 0.62 on seeds 0-4 (FedHIRE and GOLD "
+                                       "alike): the final weighted k-modes joins pure groups of different blobs")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_recovers_separated_blobs_on_every_seed(cls):
+    """Three blobs 8 apart with std 0.6: the global labels recover them (ARI > 0.99) for every
+    seed 0-4, as every hierarchy level already does (test above)."""
+    Xs, ys = _blob_clients()
+    y = np.concatenate(ys)
+    aris = [adjusted_rand_score(y, cls(n_clusters=3, random_state=s).fit_clients(Xs).labels_) for s in range(5)]
+    assert min(aris) > 0.99, np.round(aris, 2)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
@@ -68,7 +74,7 @@ def test_same_labels_for_any_n_jobs(cls):
 
 
 def test_different_seeds_can_differ_and_same_seed_repeats():
-    X_clients, _ = load_split("US")
+    X_clients, _ = mixture_clients(0)
     a = FedHIRE(n_clusters=4, random_state=0).fit_clients(X_clients)
     b = FedHIRE(n_clusters=4, random_state=0).fit_clients(X_clients)
     c = FedHIRE(n_clusters=4, random_state=1).fit_clients(X_clients)
@@ -151,16 +157,8 @@ def test_impossible_n_clusters_gives_clear_error():
         FedHIRE(n_clusters=30, random_state=0, on_init_failure="raise").fit_clients(Xs)
 
 
-def test_inputs_not_modified():
-    Xs, _ = _blob_clients(8)
-    copies = [x.copy() for x in Xs]
-    FedHIRE(n_clusters=3, random_state=0).fit_clients(Xs)
-    for x, c in zip(Xs, copies):
-        np.testing.assert_array_equal(x, c)
-
-
 def test_gold_without_tolerance_is_fed_hire_and_with_it_keeps_a_valid_hierarchy():
-    X_clients, _ = load_split("US")
+    X_clients, _ = mixture_clients(0)
     a = GOLD(n_clusters=4, random_state=0).fit_clients(X_clients)
     b = FedHIRE(n_clusters=4, random_state=0).fit_clients(X_clients)
     np.testing.assert_array_equal(a.labels_, b.labels_)  # mcpl_tol=None is Fed-HIRE's rule
@@ -170,18 +168,23 @@ def test_gold_without_tolerance_is_fed_hire_and_with_it_keeps_a_valid_hierarchy(
 
 
 def _reference_means(split):
-    path = REFERENCE / "fedhire_ref.jsonl"
-    if not path.exists():
-        pytest.skip("reference results not found")
+    path = shared_file("reference_results", "fedhire_ref.jsonl")
     recs = [json.loads(l) for l in path.read_text().splitlines()]
     recs = [r for r in recs if r["dataset"] == split]
     return {m: float(np.mean([r[m] for r in recs])) for m in ("ari", "nmi")}
 
 
-@pytest.mark.parametrize("split", ["US", "EC"])
+@pytest.mark.parametrize("split", [
+    pytest.param("US", marks=pytest.mark.xfail(
+        strict=True, reason="issue 12: on US our mean over seeds 0-9 is above the authors' by +0.017 ARI and "
+                            "+0.030 NMI (+0.029 / +0.050 over seeds 0-39), both semantics")),
+    "EC",
+])
 @pytest.mark.parametrize("semantics", ["robust", "reference"])
 def test_quality_matches_authors_code_on_small_splits(split, semantics):
-    """Mean ARI/NMI over seeds 0-9 within 0.02 of the authors' code (shared/reference_results)."""
+    """Mean ARI and NMI over seeds 0-9 within 0.02 of the authors' code over its seeds 0-9
+    (shared/reference_results), as the README claims for every split: neither worse nor a
+    different (better) algorithm."""
     X_clients, y_clients = load_split(split)
     y = np.concatenate(y_clients)
     k = int(np.unique(y).size)
@@ -189,7 +192,7 @@ def test_quality_matches_authors_code_on_small_splits(split, semantics):
               for s in range(10)]
     ref = _reference_means(split)
     for m in ("ari", "nmi"):
-        assert np.mean([s[m] for s in scores]) >= ref[m] - 0.02
+        assert abs(np.mean([s[m] for s in scores]) - ref[m]) <= 0.02, (m, np.mean([s[m] for s in scores]), ref[m])
 
 
 def test_auto_candidate_cap_rule():

@@ -411,19 +411,36 @@ def test_recovers_separated_clusters_with_k_given(micro):
     np.testing.assert_array_equal(est.predict(X[parts[0]]), est.client_labels_[0])
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_estimates_k_on_well_separated_clusters(seed):
-    # SNC on the raw centroids with Fig. 2's "mutual" SNN finds the 3 blobs for every seed tried;
-    # the literal defaults (GCS nodes, equal-rank SNN) over-estimate here (4-7), see the report
+def _three_tight_blobs(seed):
+    """Three blobs (std 0.03, >= 1 apart) over three clients, and their labels in client order."""
     rng = np.random.default_rng(18)
     X, y = blobs(rng, [[0, 0], [1, 0], [0.5, 1]], 200, 0.03)
     parts = np.array_split(rng.permutation(len(X)), 3)
-    est = FedKStarHC(micro="kmeans", beta=0.5, use_gcs=False, snn_mode="mutual", random_state=seed)
-    est.fit_clients([X[p] for p in parts])
+    return [X[p] for p in parts], np.concatenate([y[p] for p in parts])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_estimates_k_on_well_separated_clusters_with_raw_centroids(seed):
+    """SNC on the raw subcluster centroids (use_gcs=False) with Fig. 2's mutual SNN finds k* = 3
+    on three tight blobs and recovers them."""
+    Xc, y = _three_tight_blobs(seed)
+    est = FedKStarHC(micro="kmeans", beta=0.5, use_gcs=False, snn_mode="mutual", random_state=seed).fit_clients(Xc)
     assert est.snc_ is not None and est.snc_["n_nodes"] == est.n_subclusters_
     assert est.n_clusters_ == len(est.cluster_centers_) == np.unique(est.labels_).size
     assert est.n_clusters_ == 3
-    assert adjusted_rand_score(np.concatenate([y[p] for p in parts]), est.labels_) > 0.99
+    assert adjusted_rand_score(y, est.labels_) > 0.99
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: default settings give k* = 4, 4, 3, 3, 4 on seeds 0-4 "
+                                       "(ARI 0.974, 0.976, 1, 1, 0.976)")
+def test_estimates_k_on_well_separated_clusters_with_default_settings():
+    """The defaults (GCS nodes, mutual SNN, dead nodes pruned) find k* = 3 on the same three
+    tight blobs for every seed 0-4."""
+    ks = []
+    for seed in range(5):
+        Xc, _ = _three_tight_blobs(seed)
+        ks.append(FedKStarHC(random_state=seed).fit_clients(Xc).n_clusters_)
+    assert ks == [3] * 5, ks
 
 
 @pytest.mark.parametrize("micro", ["kmeans", "snp"])
@@ -465,25 +482,14 @@ def test_tiny_clients_and_duplicate_rows():
             assert np.unique(lab[rows]).size <= 1
 
 
-def test_bad_input_errors_and_inputs_untouched():
+def test_errors_of_its_own_and_snp_leaves_inputs_untouched():
+    """Fed-k*-HC's own errors (generic bad input, for every estimator: test_edge_cases.py)."""
     rng = np.random.default_rng(22)
     X = rng.normal(size=(60, 2))
-    bad = X.copy()
-    bad[3, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        FedKStarHC(micro="kmeans").fit_clients([X, bad])
-    with pytest.raises(ValueError, match="feature counts"):
-        FedKStarHC(micro="kmeans").fit_clients([X, X[:, :1]])
-    with pytest.raises(ValueError, match="empty"):
-        FedKStarHC(micro="kmeans").fit_clients([X, X[:0]])
     with pytest.raises(ValueError, match="subclusters the clients uploaded"):
         FedKStarHC(n_clusters=50, micro="kmeans", random_state=0).fit_clients([X[:30], X[30:]])
-    with pytest.raises(ValueError, match="larger than the number of samples"):
-        FedKStarHC(n_clusters=61, micro="kmeans").fit_clients([X[:30], X[30:]])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="micro"):
         FedKStarHC(micro="bogus").fit_clients([X])
-    with pytest.raises(TypeError):
-        FedKStarHC(micro="kmeans").fit_clients([np.array([["a", "b"]] * 5)])
     before = X.copy()
     FedKStarHC(micro="snp", random_state=0).fit_clients([X[:30], X[30:]])
     np.testing.assert_array_equal(X, before)
@@ -547,22 +553,26 @@ def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
     assert MICRO_BUDGET_CAP < floor.counts.size <= 80
 
 
-def test_default_snc_prunes_the_isolated_nodes_that_inflate_k_on_separated_blobs():
-    """Three separated blobs over three clients: pruning dead GCS nodes (the default; spec A13)
-    gives k* = 3 on most seeds, where the same settings without pruning count isolated nodes
-    as clusters on almost every seed (measured on seeds 0-15: 12 against 2 with k-means
-    micro-partitions, 12 against 0 with SNP; pruning can also shift T and D_s, so it is not
-    monotone in k*)."""
-    found, unpruned_found = 0, 0
-    for seed in range(16):
-        rng = np.random.default_rng(seed)
-        C = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
-        X = np.vstack([c + rng.normal(size=(600, 2)) for c in C])
-        Xc = np.array_split(X[rng.permutation(len(X))], 3)
-        k = FedKStarHC(random_state=seed).fit_clients(Xc).n_clusters_
-        k_unpruned = FedKStarHC(random_state=seed, prune_dead_nodes=False).fit_clients(Xc).n_clusters_
-        assert 2 <= k <= 6
-        found += k == 3
-        unpruned_found += k_unpruned == 3
-    assert found >= 10
-    assert unpruned_found <= 4
+def _k_star_on_separated_blobs(seed, **params):
+    """k* of FedKStarHC on three blobs 10 apart (std 1, 600 rows each) over three clients."""
+    rng = np.random.default_rng(seed)
+    C = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    X = np.vstack([c + rng.normal(size=(600, 2)) for c in C])
+    Xc = np.array_split(X[rng.permutation(len(X))], 3)
+    return FedKStarHC(random_state=seed, **params).fit_clients(Xc).n_clusters_
+
+
+def test_pruning_dead_gcs_nodes_finds_k_more_often_on_separated_blobs():
+    """Spec A13: isolated GCS nodes inflate k* (every component counts). Pruning nodes that never
+    win (the default) finds k* = 3 on more of seeds 0-15 than the same settings without pruning
+    (measured 12 against 2; pruning can shift T and D_s, so it is not monotone per seed)."""
+    found = sum(_k_star_on_separated_blobs(s) == 3 for s in range(16))
+    unpruned_found = sum(_k_star_on_separated_blobs(s, prune_dead_nodes=False) == 3 for s in range(16))
+    assert found > unpruned_found
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: k* = 3 on 12 of seeds 0-15; seeds 1, 5, 6, 7 give 5, 4, 4, 4")
+def test_default_k_star_is_exact_on_separated_blobs():
+    """Three blobs 10 standard deviations apart: the default estimator finds k* = 3 on every seed 0-15."""
+    ks = [_k_star_on_separated_blobs(s) for s in range(16)]
+    assert ks == [3] * 16, ks

@@ -2,7 +2,8 @@
 
 Needs Flower's command-line tools and a Python where both flwr and fastfc import: by default
 those next to this interpreter; FASTFC_FLWR_BIN names another environment's bin directory
-(CI builds one with .ci/flower_env.sh). Skipped when neither exists.
+(CI builds one with .ci/flower_env.sh). Skipped when neither exists; an error instead when
+FASTFC_FLWR_BIN or CI is set.
 """
 import json
 import os
@@ -15,22 +16,30 @@ import pytest
 from fastfc.experiment import make_estimator
 from fastfc.flower import LocalFederation, write_app_project
 
-from conftest import load_split
+from conftest import in_ci, mixture_clients
 
 BIN = os.environ.get("FASTFC_FLWR_BIN") or str(Path(sys.executable).parent)
 PORT = 30000 + os.getpid() % 400 * 20  # a port block per test process
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (Path(BIN) / "flower-superlink").exists(),
-                       reason="Flower CLIs not found (pip install 'fastfc[flower]' or set FASTFC_FLWR_BIN)"),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _flower_cli():
+    """Skip without Flower's CLIs, an optional extra; but fail when they were asked for
+    (FASTFC_FLWR_BIN set, as .ci/run does after building them) or under CI, where a skip would
+    hide that the real deployment never ran."""
+    if (Path(BIN) / "flower-superlink").exists():
+        return
+    reason = f"Flower CLIs not found: no flower-superlink in {BIN} (pip install 'fastfc[flower]' or set FASTFC_FLWR_BIN)"
+    if os.environ.get("FASTFC_FLWR_BIN") or in_ci():
+        pytest.fail(f"{reason}; FASTFC_FLWR_BIN or CI is set, so the real Flower tests must run", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture
 def federation(tmp_path):
-    X_clients, _ = load_split("US")
-    X_clients = X_clients[:3]
+    X_clients = mixture_clients(3, k=4)[0][:3]  # synthetic: the deployment needs no published data
     app = write_app_project(tmp_path / "app", n_clients=3, min_clients=2)
     with LocalFederation(tmp_path / "fed", X_clients, port=PORT, bin_dir=BIN) as fed:
         yield fed, app, X_clients

@@ -10,7 +10,7 @@ import pytest
 from fastfc.experiment import make_estimator
 from fastfc.flower import ClientFailure, ClientWorker, FederationError, run_server_phases
 
-from conftest import load_split
+from conftest import mixture_clients
 
 
 def _write_clients(tmp_path, X_clients):
@@ -54,7 +54,8 @@ def _memory_send(workers, *, broken=(), garbage=(), calls=None):
     ("fedkstarhc", {"n_clusters": None}),
 ])
 def test_distributed_labels_equal_fit_clients(tmp_path, method, params):
-    X_clients, _ = load_split("US")
+    """Every method over the in-memory transport labels each client as fit_clients does."""
+    X_clients, _ = mixture_clients(3, k=4)
     workers = _write_clients(tmp_path, X_clients)
     task = {"method": method, "params": params, "random_state": 3}
     report = run_server_phases(_memory_send(workers), list(workers), task, min_clients=len(workers))
@@ -65,21 +66,40 @@ def test_distributed_labels_equal_fit_clients(tmp_path, method, params):
         assert report.n_labelled[i] == len(lab)
 
 
-def test_whole_run_restarts_match_in_process(tmp_path):
-    """EC needs whole-run restarts for some seeds (k-modes cannot start); both paths restart alike."""
-    X_clients, _ = load_split("EC")
-    for seed in range(12):
-        ref = make_estimator("fedhire", n_clusters=8, random_state=seed).fit_clients(X_clients)
-        if ref.n_restarts_ > 0:
-            break
-    else:
-        pytest.skip("no seed among 0-11 needed a restart")
+@pytest.mark.parametrize("method", ["fedhire", "gold"])
+def test_whole_run_restarts_match_in_process(tmp_path, monkeypatch, method):
+    """A server error in ``_restart_on`` (KModesInitError: the hierarchy has too few distinct
+    label rows for k-modes) restarts the whole run with the restart's fresh client and server
+    randomness, in fit_clients and in the distributed driver alike. The server phase is made to
+    raise on its first attempt of each run, so the restart path runs deterministically."""
+    import fastfc.fed_hire as fh
+
+    est_cls = make_estimator(method).__class__
+    assert est_cls._restart_on == (fh.KModesInitError,) and make_estimator(method)._max_restarts() >= 1
+    X_clients, _ = mixture_clients(4, k=4)
+    params = {"n_clusters": 4}
+    no_restart = make_estimator(method, random_state=5, **params).fit_clients(X_clients)
+    real = fh.server_hierarchy
+    attempts = []
+
+    def fails_first(*args, **kwargs):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise fh.KModesInitError("forced by the test: too few distinct label rows")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fh, "server_hierarchy", fails_first)
+    ref = make_estimator(method, random_state=5, **params).fit_clients(X_clients)
+    assert ref.n_restarts_ == 1 and len(attempts) == 2
+    # the restart used other randomness, so equal labels below are not those of attempt 0
+    assert any(not np.array_equal(a, b) for a, b in zip(ref.client_labels_, no_restart.client_labels_))
+    attempts.clear()
     workers = _write_clients(tmp_path, X_clients)
     calls = []
     report = run_server_phases(_memory_send(workers, calls=calls), list(workers),
-                               {"method": "fedhire", "params": {"n_clusters": 8}, "random_state": seed},
+                               {"method": method, "params": params, "random_state": 5},
                                min_clients=len(workers))
-    assert report.restarts == ref.n_restarts_ and calls.count("summarize") == ref.n_restarts_ + 1
+    assert report.restarts == 1 and calls.count("summarize") == 2 and len(attempts) == 2
     for i, lab in enumerate(ref.client_labels_):
         np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), lab)
 
