@@ -91,6 +91,11 @@ MICRO_BUDGET_CAP = 50
 GCS_EPS_B, GCS_EPS_N, GCS_LAMBDA, GCS_ALPHA_ERR, GCS_BETA_ERR = 0.06, 0.002, 200, 0.5, 5e-4
 #: guard of r_i + r_j in Eq. (21)
 MERGE_EPS = 1e-12
+#: ``mode="robust"``: smallest subcluster a client uploads (independent of the dimension)
+ROBUST_MIN_SIZE = 3
+#: ``mode="robust"``: rows are "all identical" when every feature's spread is below this
+#: fraction of its magnitude (rounding of the uploaded means leaves ~1e-16)
+IDENTICAL_RTOL = 1e-9
 
 
 # ------------------------------------------------------------------ messages
@@ -109,9 +114,13 @@ class FedKStarHCSummary(Message):
         Mean Euclidean distance of the members to their mean (Eq. 6), >= 0.
     stds : ndarray of shape (k_z, n_features)
         Per-feature sample standard deviation, ddof=1 (Eq. 8), >= 0.
-    substitutes : ndarray of shape (sum(counts), n_features)
-        Substitute rows, ``counts[g]`` draws from N(mean_g, cov_g) per
+    substitutes : ndarray of shape (sum(sub_counts), n_features)
+        Substitute rows, ``sub_counts[g]`` draws from N(mean_g, cov_g) per
         subcluster, stored subcluster after subcluster (Eq. 11).
+    sub_counts : ndarray of shape (k_z,), int
+        Substitute rows per subcluster, ``0 <= sub_counts <= counts``: equal
+        to ``counts`` in the paper's upload (``n_substitutes="all"``), a
+        constant otherwise (0 in the default ``mode="robust"``).
     n_features : int
     """
 
@@ -123,12 +132,14 @@ class FedKStarHCSummary(Message):
         "radii": ArraySpec("f", 1, min_value=0.0),
         "stds": ArraySpec("f", 2, min_value=0.0),
         "substitutes": ArraySpec("f", 2),
+        "sub_counts": ArraySpec("i", 1, min_value=0),
     }
     counts: np.ndarray
     centers: np.ndarray
     radii: np.ndarray
     stds: np.ndarray
     substitutes: np.ndarray
+    sub_counts: np.ndarray
     n_features: int
 
     def _check_consistency(self) -> None:
@@ -139,8 +150,11 @@ class FedKStarHCSummary(Message):
         self._check_shape("centers", (k, d))
         self._check_shape("stds", (k, d))
         self._check_shape("radii", (k,))
-        total = int(self.counts.sum())
-        self._check_shape("substitutes", (total, d), f"(sum(counts)={total}, {d})")
+        self._check_shape("sub_counts", (k,))
+        if (self.sub_counts > self.counts).any():
+            self._fail("a subcluster has more substitute rows than rows")
+        total = int(self.sub_counts.sum())
+        self._check_shape("substitutes", (total, d), f"(sum(sub_counts)={total}, {d})")
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +173,11 @@ class FedKStarHCModel(Message):
     subcluster_labels : ndarray of shape (k0,)
         Final cluster of every uploaded subcluster (clients in order).
     p_curve : ndarray of shape (n_b,)
-        P_b for b = 1..n_b as swept by SNC (empty when k was given).
+        P_b for b = 1..n_b as swept by SNC (empty when k was given or in
+        ``mode="robust"``).
+    k_scores : ndarray of shape (n_k,)
+        ``mode="robust"`` with k estimated: the Calinski-Harabasz index of
+        k = 2..n_k+1 clusters along the Ward tree (empty otherwise).
     n_nodes, b_opt : int
         SNC nodes and the selected b (-1 when k was given).
     threshold_t, d_s : float
@@ -178,6 +196,7 @@ class FedKStarHCModel(Message):
         "stds": ArraySpec("f", 2, min_value=0.0),
         "subcluster_labels": ArraySpec("i", 1, min_value=0),
         "p_curve": ArraySpec("f", 1, min_value=0.0),
+        "k_scores": ArraySpec("f", 1, min_value=0.0),
     }
     centers: np.ndarray
     counts: np.ndarray
@@ -185,6 +204,7 @@ class FedKStarHCModel(Message):
     stds: np.ndarray
     subcluster_labels: np.ndarray
     p_curve: np.ndarray
+    k_scores: np.ndarray
     n_nodes: int
     b_opt: int
     threshold_t: float
@@ -304,6 +324,38 @@ def enforce_min_size(X: np.ndarray, labels: np.ndarray, n_min: int, *, max_passe
     return labels
 
 
+def drop_small(labels: np.ndarray, n_min: int) -> np.ndarray:
+    """Set aside the rows of subclusters smaller than ``n_min`` (``mode="robust"``).
+
+    Their rows get label -1: they are not summarised (no uploaded statistic
+    rests on fewer than ``n_min`` rows) and take the nearest global centre
+    when the reply arrives. The largest subcluster is always kept. Unlike
+    :func:`enforce_min_size`, which pours small subclusters into their
+    neighbours (making them impure when a client holds only a few rows of
+    some cluster) and keeps only the largest subcluster when all are small (a
+    client of 100 rows cut into 10 cells of about 10 rows with ``n_min = d +
+    2 = 12`` became one subcluster holding every cluster), no rows are mixed.
+
+    Parameters
+    ----------
+    labels : ndarray of shape (n,), int
+        Subcluster of each row, none empty.
+    n_min : int
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+        ``0..k'-1`` for kept subclusters (in their original order), -1 for
+        rows set aside.
+    """
+    labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    counts = np.bincount(labels)
+    keep = counts >= n_min
+    keep[int(np.argmax(counts))] = True
+    new_id = np.where(keep, np.cumsum(keep) - 1, -1)
+    return new_id[labels]
+
+
 def _means(X: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
     counts = np.bincount(labels, minlength=k).astype(np.float64)
     sums = np.zeros((k, X.shape[1]))
@@ -311,8 +363,12 @@ def _means(X: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
     return sums / np.maximum(counts, 1.0)[:, None]
 
 
-def _min_size(n: int, d: int, k: int, min_frac: float) -> int:
-    return max(d + 2, math.ceil(min_frac * n / max(k, 1)))
+def _standardize_local(X: np.ndarray) -> np.ndarray:
+    """``X`` centred and divided by its per-feature standard deviation (a constant feature by 1)."""
+    Xf = np.asarray(X, dtype=np.float64)
+    sd = Xf.std(axis=0)
+    sd[~(sd > 0)] = 1.0
+    return (Xf - Xf.mean(axis=0)) / sd
 
 
 def snp_partition(
@@ -426,7 +482,7 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
 
 
 def subcluster_statistics(
-    X: np.ndarray, labels: np.ndarray, rng: np.random.Generator
+    X: np.ndarray, labels: np.ndarray, rng: np.random.Generator, *, n_substitutes: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Statistics and substitute rows of every subcluster (Eqs. 6-11, spec §3.1.5).
 
@@ -436,6 +492,10 @@ def subcluster_statistics(
     labels : ndarray of shape (n,), int, ``0..k-1`` with no empty subcluster
     rng : numpy.random.Generator
         Draws the substitute rows.
+    n_substitutes : int or None, default=None
+        Substitute rows per subcluster: ``None`` draws ``counts[g]`` (the
+        paper's Eq. 11, as many as the client's rows), an integer m draws
+        ``min(m, counts[g])`` (0: none).
 
     Returns
     -------
@@ -444,9 +504,9 @@ def subcluster_statistics(
     radii : ndarray of shape (k,)
     stds : ndarray of shape (k, n_features)
         ddof=1; 0 for a singleton.
-    substitutes : ndarray of shape (n, n_features)
-        ``counts[g]`` draws from N(mean_g, cov_g) per subcluster, in
-        subcluster order. Sampling is ``mean + V diag(sqrt(max(lam, 0))) z``
+    substitutes : ndarray of shape (sum of the draws, n_features)
+        ``counts[g]`` (or ``min(n_substitutes, counts[g])``) draws from
+        N(mean_g, cov_g) per subcluster, in subcluster order. Sampling is ``mean + V diag(sqrt(max(lam, 0))) z``
         from the eigendecomposition of the (ddof=1) covariance, so singular
         covariances (few rows, duplicates, constant features) are fine.
     """
@@ -463,20 +523,25 @@ def subcluster_statistics(
     denom = np.maximum(counts - 1, 1).astype(np.float64)
     stds = np.sqrt(np.add.reduceat(dev * dev, starts[:-1], axis=0) / denom[:, None])
     stds[counts == 1] = 0.0
-    subs = np.empty_like(Xs)
+    n_sub = counts if n_substitutes is None else np.minimum(counts, int(n_substitutes))
+    sub_starts = np.concatenate([[0], np.cumsum(n_sub)])
+    subs = np.empty((int(sub_starts[-1]), d))
     for g in range(k):
         a, b = starts[g], starts[g + 1]
-        z = rng.standard_normal((b - a, d))
+        lo, hi = sub_starts[g], sub_starts[g + 1]
+        if hi == lo:
+            continue
+        z = rng.standard_normal((hi - lo, d))
         if b - a == 1:
-            subs[a:b] = means[g]
+            subs[lo:hi] = means[g]
             continue
         cov = dev[a:b].T @ dev[a:b] / (b - a - 1)
         lam, V = np.linalg.eigh(cov)
-        subs[a:b] = means[g] + z @ (V * np.sqrt(np.clip(lam, 0.0, None))).T
+        subs[lo:hi] = means[g] + z @ (V * np.sqrt(np.clip(lam, 0.0, None))).T
     if (counts == 1).any():
         warnings.warn(
-            f"{int((counts == 1).sum())} subcluster(s) have a single row: their substitute row equals the raw row "
-            "(privacy leak); raise min_frac to avoid it",
+            f"{int((counts == 1).sum())} subcluster(s) have a single row: their uploaded mean (and substitute row) "
+            "equals the raw row (privacy leak); raise min_frac or min_size to avoid it",
             RuntimeWarning, stacklevel=3,
         )
     return counts, means, radii, stds, subs
@@ -765,6 +830,123 @@ def merge_subclusters(
                 counts=cnt[slots].astype(np.int64), merges=merges, heights=heights)
 
 
+def pooled_scale(counts: np.ndarray, means: np.ndarray, stds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Global per-feature mean and standard deviation from subcluster moments (exact).
+
+    Parameters
+    ----------
+    counts : ndarray of shape (k0,)
+    means, stds : ndarray of shape (k0, n_features)
+        Subcluster means and ddof=1 standard deviations.
+
+    Returns
+    -------
+    mean : ndarray of shape (n_features,)
+    std : ndarray of shape (n_features,)
+        ddof=1 standard deviation of all rows (0 for a constant feature).
+    m2 : ndarray of shape (k0, n_features)
+        Per-subcluster sums of squared deviations ``(n_g - 1) s_g**2``.
+    """
+    n = counts.astype(np.float64)
+    m2 = (np.maximum(n - 1.0, 0.0))[:, None] * stds * stds
+    mean = (n[:, None] * means).sum(0) / n.sum()
+    ss = m2.sum(0) + (n[:, None] * (means - mean) ** 2).sum(0)
+    std = np.sqrt(ss / max(n.sum() - 1.0, 1.0))
+    return mean, std, m2
+
+
+def ward_tree(
+    counts: np.ndarray, centers: np.ndarray, m2: np.ndarray, *, n_threads: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ward's agglomeration of weighted subclusters down to one cluster.
+
+    The cost of merging clusters i and j is the growth of the within-cluster
+    sum of squares, ``n_i n_j / (n_i + n_j) ||c_i - c_j||^2``, exact from the
+    uploaded moments (no substitute rows needed). Runs
+    :func:`_kstar.merge_loop` with ``ward=True`` (cached row minima; ties to
+    the lexicographically smallest pair).
+
+    Parameters
+    ----------
+    counts : ndarray of shape (k0,)
+    centers, m2 : ndarray of shape (k0, n_features)
+        Means and sums of squared deviations (already in the metric's units).
+    n_threads : int
+
+    Returns
+    -------
+    merges : ndarray of shape (k0 - 1, 2), int64
+        Merged slots (p, q), p < q; the union keeps slot p.
+    heights : ndarray of shape (k0 - 1,)
+        Their Ward costs (non-decreasing: Ward is a reducible linkage).
+    """
+    C = np.array(centers, dtype=np.float64, order="C")
+    k0, d = C.shape
+    cnt = np.asarray(counts, dtype=np.float64).copy()
+    M2 = np.array(m2, dtype=np.float64, order="C")
+    S = np.zeros_like(C)
+    owner = np.empty(k0, dtype=np.int64)
+    merges = np.empty((k0 - 1, 2), dtype=np.int64)
+    heights = np.empty(k0 - 1)
+    _kstar.merge_loop(C, S, np.zeros(k0), cnt, C.copy(), M2, np.zeros((0, d)), np.zeros(k0 + 1, dtype=np.int64),
+                      1, 0.0, False, MERGE_EPS, owner, merges, heights, int(n_threads), True)
+    return merges, heights
+
+
+def cut_tree(merges: np.ndarray, k0: int, n_clusters: int) -> np.ndarray:
+    """Groups of the k0 leaves after the first ``k0 - n_clusters`` merges.
+
+    Returns
+    -------
+    labels : ndarray of shape (k0,), int64
+        Numbered ``0..n_clusters-1`` in order of the smallest leaf id.
+    """
+    owner = np.arange(k0)
+    for p, q in merges[: k0 - n_clusters]:
+        owner[owner == q] = p
+    return np.unique(owner, return_inverse=True)[1].astype(np.int64)
+
+
+def select_k_ch(heights: np.ndarray, total_ss: float, within_ss: float, n: int, *, k_max: int | None = None) -> tuple[int, np.ndarray]:
+    """Number of clusters maximising the Calinski-Harabasz index along a Ward tree.
+
+    With W(k) the within-cluster sum of squares after the merges down to k
+    clusters (``within_ss`` of the leaves plus the Ward costs paid so far)
+    and B(k) = ``total_ss`` - W(k), CH(k) = (B / (k - 1)) / (W / (n - k)).
+    Every term comes from the uploaded moments.
+
+    Parameters
+    ----------
+    heights : ndarray of shape (k0 - 1,)
+        Ward costs in merge order.
+    total_ss, within_ss : float
+        Sum of squares of all rows around the grand mean; within the leaves.
+    n : int
+        Rows.
+    k_max : int or None
+        Largest k considered (default: k0, capped at n - 1).
+
+    Returns
+    -------
+    k : int
+        The arg-max over k = 2..k_max (1 when fewer than 2 leaves).
+    ch : ndarray of shape (k_max - 1,)
+        CH(k) for k = 2..k_max.
+    """
+    k0 = heights.shape[0] + 1
+    k_max = min(k0 if k_max is None else k_max, k0, n - 1)
+    if k_max < 2:
+        return 1, np.zeros(0)
+    # W(k) = within_ss + sum of the first k0 - k costs
+    csum = np.concatenate([[0.0], np.cumsum(heights)])
+    ks = np.arange(2, k_max + 1)
+    W = within_ss + csum[k0 - ks]
+    B = np.maximum(total_ss - W, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ch = np.where(W > 0, (B / (ks - 1)) / (W / (n - ks)), np.inf)
+    return int(ks[int(np.argmax(ch))]), ch
+
+
 # ----------------------------------------------------------------- estimator
 class FedKStarHC(BaseFederatedClusterer):
     """Fed-k*-HC: federated hierarchical clustering with an automatic k*.
@@ -900,10 +1082,13 @@ class FedKStarHC(BaseFederatedClusterer):
     _parameter_constraints: dict = {
         **BaseFederatedClusterer._parameter_constraints,
         "n_clusters": [None, Interval(Integral, 1, None, closed="left")],
+        "mode": [StrOptions({"robust", "paper"})],
         "micro": [StrOptions({"auto", "snp", "kmeans"})],
         "n_micro": [None, Interval(Integral, 1, None, closed="left")],
         "micro_scale": [Interval(Real, 0, None, closed="neither")],
         "min_frac": [Interval(Real, 0, 1, closed="both")],
+        "min_size": [None, Interval(Integral, 1, None, closed="left")],
+        "n_substitutes": [None, StrOptions({"all"}), Interval(Integral, 0, None, closed="left")],
         "snp_eta": [Interval(Real, 0, None, closed="left")],
         "snp_xi": [Interval(Real, 0, None, closed="neither")],
         "snp_max_epochs": [Interval(Integral, 1, None, closed="left")],
@@ -929,10 +1114,13 @@ class FedKStarHC(BaseFederatedClusterer):
         self,
         n_clusters: int | None = None,
         *,
+        mode: str = "robust",
         micro: str = "kmeans",
         n_micro: int | None = None,
         micro_scale: float = 0.5,
         min_frac: float = 0.3,
+        min_size: int | None = None,
+        n_substitutes: int | str | None = None,
         snp_eta: float = 0.1,
         snp_xi: float = 1e-4,
         snp_max_epochs: int = 100,
@@ -953,10 +1141,13 @@ class FedKStarHC(BaseFederatedClusterer):
         n_jobs: int | None = None,
     ):
         self.n_clusters = n_clusters
+        self.mode = mode
         self.micro = micro
         self.n_micro = n_micro
         self.micro_scale = micro_scale
         self.min_frac = min_frac
+        self.min_size = min_size
+        self.n_substitutes = n_substitutes
         self.snp_eta = snp_eta
         self.snp_xi = snp_xi
         self.snp_max_epochs = snp_max_epochs
@@ -992,25 +1183,41 @@ class FedKStarHC(BaseFederatedClusterer):
     # phases -----------------------------------------------------------------
     def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[FedKStarHCSummary, Any]:
         n, d = X.shape
+        robust = self.mode == "robust"
         if self.n_micro is None:
-            k_budget = min(math.ceil(self.micro_scale * math.sqrt(n)), MICRO_BUDGET_CAP)
+            if robust:
+                # pieces of about min_size rows on small clients, so that every cluster a client
+                # holds gets its own subclusters even without K (a 20-row client may hold 5 clusters)
+                k_budget = min(math.ceil(n / self._floor(d)), MICRO_BUDGET_CAP)
+            else:
+                k_budget = min(math.ceil(self.micro_scale * math.sqrt(n)), MICRO_BUDGET_CAP)
             if self.n_clusters is not None:
                 # a client may hold every cluster: at least two pieces per cluster
                 k_budget = max(k_budget, 2 * int(self.n_clusters))
             k_budget = max(1, min(k_budget, n))
         else:
             k_budget = min(int(self.n_micro), n)
+        # robust: partition in locally standardised units, so that no feature's unit dominates
+        Xp = _standardize_local(X) if robust else X
         if n < 3:
             labels = np.zeros(n, dtype=np.int64)
         elif self.micro == "snp" or (self.micro == "auto" and n <= SNP_MAX_ROWS):
-            labels = snp_partition(X, rng, k_max=k_budget, eta=self.snp_eta, xi=self.snp_xi,
+            labels = snp_partition(Xp, rng, k_max=k_budget, eta=self.snp_eta, xi=self.snp_xi,
                                    max_epochs=self.snp_max_epochs)
         else:
-            labels = kmeans_partition(X, rng, k=k_budget, max_iter=self.micro_max_iter)
-        if self.min_frac > 0 and n >= 3:
-            labels = enforce_min_size(X, labels, _min_size(n, d, int(labels.max()) + 1, self.min_frac))
-        counts, means, radii, stds, subs = subcluster_statistics(X, labels, rng)
-        summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs, n_features=d)
+            labels = kmeans_partition(Xp, rng, k=k_budget, max_iter=self.micro_max_iter)
+        n_min = max(self._floor(d), math.ceil(self.min_frac * n / (int(labels.max()) + 1)))
+        if robust and n >= 3:
+            labels = drop_small(labels, n_min)
+        elif self.min_frac > 0 and n >= 3:
+            labels = enforce_min_size(X, labels, n_min)
+        m = self.n_substitutes
+        m = (0 if robust else None) if m is None else (None if m == "all" else int(m))
+        kept = labels >= 0
+        counts, means, radii, stds, subs = subcluster_statistics(X[kept], labels[kept], rng, n_substitutes=m)
+        sub_counts = counts.copy() if m is None else np.minimum(counts, m)
+        summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs,
+                                    sub_counts=sub_counts, n_features=d)
         return summary, labels
 
     def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator):
@@ -1018,6 +1225,79 @@ class FedKStarHC(BaseFederatedClusterer):
         sizes = np.array([s.counts.shape[0] for s in summaries], dtype=np.int64)
         k0 = int(sizes.sum())
         counts = np.concatenate([s.counts for s in summaries]).astype(np.int64)
+        n_threads = int(getattr(self, "_kernel_threads", None) or effective_n_jobs(self.n_jobs))
+        if self.mode == "robust":
+            model = self._merge_robust(summaries, counts, d, n_threads)
+        else:
+            model = self._merge_paper(summaries, counts, d, n_threads, rng)
+        labels = model.subcluster_labels
+        k = int(model.centers.shape[0])
+        if k > 1 and len(summaries) > k and (sizes == 1).all():
+            warnings.warn(
+                f"every client uploaded a single subcluster, so the server could only group whole clients: "
+                f"the {k} clusters follow client boundaries, not the data (clients too small for min_size="
+                f"{self.min_size if self.min_size is not None else 'default'}?)",
+                RuntimeWarning, stacklevel=3,
+            )
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        replies = [
+            FedKStarHCReply(centers=model.centers, local_to_global=labels[bounds[i]:bounds[i + 1]], n_features=d)
+            for i in range(len(summaries))
+        ]
+        return model, replies
+
+    def _merge_robust(self, summaries: list[FedKStarHCSummary], counts: np.ndarray, d: int,
+                      n_threads: int) -> FedKStarHCModel:
+        """Ward's merge of the subclusters in globally standardised units (``mode="robust"``)."""
+        k0 = counts.shape[0]
+        means = np.concatenate([np.asarray(s.centers, dtype=np.float64) for s in summaries])
+        stds = np.concatenate([np.asarray(s.stds, dtype=np.float64) for s in summaries])
+        mean, std, m2 = pooled_scale(counts, means, stds)
+        n = int(counts.sum())
+        scores = np.zeros(0)
+        if not (std > IDENTICAL_RTOL * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)).any():
+            warnings.warn(
+                f"all {n} rows are identical (every feature's spread is below {IDENTICAL_RTOL:g} of its value): "
+                "returning one cluster" + ("" if self.n_clusters in (None, 1) else f" instead of {self.n_clusters}"),
+                RuntimeWarning, stacklevel=4,
+            )
+            labels = np.zeros(k0, dtype=np.int64)
+        else:
+            unit = np.where(std > 0, std, 1.0)
+            merges, heights = ward_tree(counts, means / unit, m2 / unit ** 2, n_threads=n_threads)
+            if self.n_clusters is None:
+                within = float((m2 / unit ** 2).sum())
+                total = float(((n - 1) * (std / unit) ** 2).sum())
+                k, scores = select_k_ch(heights, total, within, n)
+                scores = np.nan_to_num(scores, posinf=np.finfo(np.float64).max)
+            else:
+                k = int(self.n_clusters)
+                if k > k0:
+                    warnings.warn(f"n_clusters={k} is larger than the {k0} subclusters the clients uploaded: "
+                                  f"returning {k0} clusters", RuntimeWarning, stacklevel=4)
+                    k = k0
+            labels = cut_tree(merges, k0, k)
+        k = int(labels.max()) + 1
+        cnt = np.bincount(labels, weights=counts, minlength=k)
+        centers = np.zeros((k, d))
+        np.add.at(centers, labels, counts[:, None] * means)
+        centers /= cnt[:, None]
+        m2c = np.zeros((k, d))
+        np.add.at(m2c, labels, m2 + counts[:, None] * (means - centers[labels]) ** 2)
+        stds_c = np.sqrt(m2c / np.maximum(cnt - 1.0, 1.0)[:, None])
+        return FedKStarHCModel(
+            centers=centers, counts=cnt.astype(np.int64), radii=np.sqrt(m2c.sum(1) / cnt), stds=stds_c,
+            subcluster_labels=labels, p_curve=np.zeros(0), k_scores=scores, n_nodes=-1, b_opt=-1,
+            threshold_t=-1.0, d_s=-1.0, estimated=self.n_clusters is None, n_features=d,
+        )
+
+    def _merge_paper(self, summaries: list[FedKStarHCSummary], counts: np.ndarray, d: int, n_threads: int,
+                     rng: np.random.Generator) -> FedKStarHCModel:
+        """SNC and the Eq. (21) merge on substitute rows (``mode="paper"``, spec §3.2-3.6)."""
+        k0 = counts.shape[0]
+        sub_counts = np.concatenate([s.sub_counts for s in summaries]).astype(np.int64)
+        if not np.array_equal(sub_counts, counts):
+            raise ValueError("mode='paper' needs every subcluster's substitute rows (n_substitutes='all')")
         Xs = np.ascontiguousarray(np.concatenate([np.asarray(s.substitutes, dtype=np.float64) for s in summaries]))
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         sub_mean = np.add.reduceat(Xs, offsets[:-1], axis=0) / counts[:, None]
@@ -1034,8 +1314,6 @@ class FedKStarHC(BaseFederatedClusterer):
             dev = Xs - np.repeat(sub_mean, counts, axis=0)
             s0 = np.sqrt(np.add.reduceat(dev * dev, offsets[:-1], axis=0) / np.maximum(counts - 1, 1)[:, None])
             s0[counts == 1] = 0.0
-        # fit_clients sets _kernel_threads; the bare phase API uses n_jobs
-        n_threads = int(getattr(self, "_kernel_threads", None) or effective_n_jobs(self.n_jobs))
         info = None
         if self.n_clusters is None:
             if self.use_gcs:
@@ -1056,7 +1334,7 @@ class FedKStarHC(BaseFederatedClusterer):
                 )
         res = merge_subclusters(C0, s0, r0, counts, Xs, offsets, k, beta=self.beta, sim_norm=self.sim_norm,
                                 n_threads=n_threads)
-        model = FedKStarHCModel(
+        return FedKStarHCModel(
             centers=res["centers"], counts=res["counts"], radii=res["radii"], stds=res["stds"],
             subcluster_labels=res["labels"],
             p_curve=np.zeros(0) if info is None else info["p_curve"],
@@ -1064,14 +1342,14 @@ class FedKStarHC(BaseFederatedClusterer):
             b_opt=-1 if info is None else int(info["b_opt"]),
             threshold_t=-1.0 if info is None else float(info["T"]),
             d_s=-1.0 if info is None else float(info["D_s"]),
-            estimated=info is not None, n_features=d,
+            k_scores=np.zeros(0), estimated=info is not None, n_features=d,
         )
-        bounds = np.concatenate([[0], np.cumsum(sizes)])
-        replies = [
-            FedKStarHCReply(centers=res["centers"], local_to_global=res["labels"][bounds[i]:bounds[i + 1]], n_features=d)
-            for i in range(len(summaries))
-        ]
-        return model, replies
+
+    def _floor(self, d: int) -> int:
+        """Smallest subcluster a client uploads: ``min_size``, else 3 (robust) or d + 2 (paper)."""
+        if self.min_size is not None:
+            return int(self.min_size)
+        return ROBUST_MIN_SIZE if self.mode == "robust" else d + 2
 
     def _assign(self, X: np.ndarray, state: Any, reply: FedKStarHCReply) -> np.ndarray:
         local = np.asarray(state)
@@ -1080,4 +1358,12 @@ class FedKStarHC(BaseFederatedClusterer):
                 "the reply's local_to_global does not fit this client's subclusters "
                 f"({reply.local_to_global.shape[0]} subclusters in the reply)"
             )
-        return reply.local_to_global[local]
+        out = reply.local_to_global[np.maximum(local, 0)]
+        aside = local < 0
+        if aside.any():
+            # rows set aside by the size rule: nearest global centre in locally standardised units
+            sd = np.asarray(X, dtype=np.float64).std(axis=0)
+            sd[~(sd > 0)] = 1.0
+            out[aside] = _nearest(np.asarray(X, dtype=np.float64)[aside] / sd,
+                                  np.asarray(reply.centers, dtype=np.float64) / sd)
+        return out
