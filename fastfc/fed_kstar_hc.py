@@ -1175,7 +1175,9 @@ class FedKStarHC(BaseFederatedClusterer):
         super()._set_model_attributes(model)
         self.n_subclusters_ = int(model.subcluster_labels.shape[0])
         self.subcluster_labels_ = np.array(model.subcluster_labels)
-        self.snc_ = None if not model.estimated else dict(
+        robust_k = model.estimated and model.n_nodes < 0
+        self.k_scores_ = np.array(model.k_scores) if robust_k else None
+        self.snc_ = None if not model.estimated or robust_k else dict(
             n_nodes=model.n_nodes, b_opt=model.b_opt, T=model.threshold_t, D_s=model.d_s,
             p_curve=np.array(model.p_curve),
         )

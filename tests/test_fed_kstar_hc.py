@@ -361,7 +361,8 @@ def test_singular_covariance_and_singletons():
 def _summary(rng, k=3, d=2):
     counts = np.array([2, 3, 1][:k])
     return FedKStarHCSummary(counts=counts, centers=rng.normal(size=(k, d)), radii=np.ones(k),
-                             stds=np.ones((k, d)), substitutes=rng.normal(size=(counts.sum(), d)), n_features=d)
+                             stds=np.ones((k, d)), substitutes=rng.normal(size=(counts.sum(), d)), sub_counts=counts,
+                             n_features=d)
 
 
 def test_summary_round_trip_and_validation():
@@ -371,16 +372,16 @@ def test_summary_round_trip_and_validation():
     np.testing.assert_array_equal(back.substitutes, s.substitutes)
     with pytest.raises(MessageError, match="substitutes shape"):
         FedKStarHCSummary(counts=np.array([2, 3]), centers=np.zeros((2, 2)), radii=np.ones(2), stds=np.ones((2, 2)),
-                          substitutes=np.zeros((4, 2)), n_features=2)
+                          substitutes=np.zeros((4, 2)), sub_counts=np.array([2, 3]), n_features=2)
     with pytest.raises(MessageError, match="counts"):
         FedKStarHCSummary(counts=np.array([0, 3]), centers=np.zeros((2, 2)), radii=np.ones(2), stds=np.ones((2, 2)),
-                          substitutes=np.zeros((3, 2)), n_features=2)
+                          substitutes=np.zeros((3, 2)), sub_counts=np.array([0, 3]), n_features=2)
     with pytest.raises(MessageError, match="radii"):
         FedKStarHCSummary(counts=np.array([1]), centers=np.zeros((1, 2)), radii=-np.ones(1), stds=np.ones((1, 2)),
-                          substitutes=np.zeros((1, 2)), n_features=2)
+                          substitutes=np.zeros((1, 2)), sub_counts=np.array([1]), n_features=2)
     with pytest.raises(MessageError, match="NaN"):
         FedKStarHCSummary(counts=np.array([1]), centers=np.zeros((1, 2)), radii=np.ones(1), stds=np.ones((1, 2)),
-                          substitutes=np.array([[np.nan, 0.0]]), n_features=2)
+                          substitutes=np.array([[np.nan, 0.0]]), sub_counts=np.array([1]), n_features=2)
     raw = bytearray(s.to_bytes())
     raw[-40] ^= 1
     with pytest.raises(MessageError, match="digest"):
@@ -391,7 +392,7 @@ def test_model_and_reply_validation():
     with pytest.raises(MessageError, match="at least one subcluster"):
         FedKStarHCModel(centers=np.zeros((2, 2)), counts=np.array([1, 1]), radii=np.zeros(2), stds=np.zeros((2, 2)),
                         subcluster_labels=np.array([0, 0, 0]), p_curve=np.zeros(0), n_nodes=-1, b_opt=-1,
-                        threshold_t=-1.0, d_s=-1.0, estimated=False, n_features=2)
+                        threshold_t=-1.0, d_s=-1.0, k_scores=np.zeros(0), estimated=False, n_features=2)
     with pytest.raises(MessageError, match="does not exist"):
         FedKStarHCReply(centers=np.zeros((2, 2)), local_to_global=np.array([0, 2]), n_features=2)
 
@@ -418,7 +419,7 @@ def test_estimates_k_on_well_separated_clusters(seed):
     rng = np.random.default_rng(18)
     X, y = blobs(rng, [[0, 0], [1, 0], [0.5, 1]], 200, 0.03)
     parts = np.array_split(rng.permutation(len(X)), 3)
-    est = FedKStarHC(micro="kmeans", beta=0.5, use_gcs=False, snn_mode="mutual", random_state=seed)
+    est = FedKStarHC(mode="paper", micro="kmeans", beta=0.5, use_gcs=False, snn_mode="mutual", random_state=seed)
     est.fit_clients([X[p] for p in parts])
     assert est.snc_ is not None and est.snc_["n_nodes"] == est.n_subclusters_
     assert est.n_clusters_ == len(est.cluster_centers_) == np.unique(est.labels_).size
@@ -477,7 +478,7 @@ def test_bad_input_errors_and_inputs_untouched():
     with pytest.raises(ValueError, match="empty"):
         FedKStarHC(micro="kmeans").fit_clients([X, X[:0]])
     with pytest.raises(ValueError, match="subclusters the clients uploaded"):
-        FedKStarHC(n_clusters=50, micro="kmeans", random_state=0).fit_clients([X[:30], X[30:]])
+        FedKStarHC(n_clusters=50, mode="paper", micro="kmeans", random_state=0).fit_clients([X[:30], X[30:]])
     with pytest.raises(ValueError, match="larger than the number of samples"):
         FedKStarHC(n_clusters=61, micro="kmeans").fit_clients([X[:30], X[30:]])
     with pytest.raises(ValueError):
@@ -525,25 +526,25 @@ def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
     small = rng.normal(size=(300, 3))
     large = np.concatenate([rng.normal(size=(SNP_MAX_ROWS, 3)), rng.normal(loc=5.0, size=(20_000 - SNP_MAX_ROWS, 3))])
     for X, explicit in ((small, "snp"), (large, "kmeans")):
-        auto = FedKStarHC(n_clusters=2, micro="auto", random_state=1).client_summarize(X)[0]
-        same = FedKStarHC(n_clusters=2, micro=explicit, random_state=1).client_summarize(X)[0]
+        auto = FedKStarHC(n_clusters=2, mode="paper", micro="auto", random_state=1).client_summarize(X)[0]
+        same = FedKStarHC(n_clusters=2, mode="paper", micro=explicit, random_state=1).client_summarize(X)[0]
         np.testing.assert_array_equal(auto.counts, same.counts)
         np.testing.assert_array_equal(auto.centers, same.centers)
     # on the small client the choice matters, so the equality above is informative
-    km = FedKStarHC(n_clusters=2, micro="kmeans", random_state=1).client_summarize(small)[0]
-    snp = FedKStarHC(n_clusters=2, micro="snp", random_state=1).client_summarize(small)[0]
+    km = FedKStarHC(n_clusters=2, mode="paper", micro="kmeans", random_state=1).client_summarize(small)[0]
+    snp = FedKStarHC(n_clusters=2, mode="paper", micro="snp", random_state=1).client_summarize(small)[0]
     assert not (km.counts.shape == snp.counts.shape and np.array_equal(km.centers, snp.centers))
-    default = FedKStarHC(n_clusters=2, random_state=1).client_summarize(small)[0]
+    default = FedKStarHC(n_clusters=2, mode="paper", random_state=1).client_summarize(small)[0]
     np.testing.assert_array_equal(default.centers, km.centers)
     # 0.5 * sqrt(20 000) = 71 > cap: at most MICRO_BUDGET_CAP subclusters ...
-    big = FedKStarHC(n_clusters=2, random_state=1).client_summarize(large)[0]
+    big = FedKStarHC(n_clusters=2, mode="paper", random_state=1).client_summarize(large)[0]
     assert 0.7 * MICRO_BUDGET_CAP < big.counts.size <= MICRO_BUDGET_CAP
     assert big.counts.sum() == large.shape[0]
     # ... below the cap the budget follows micro_scale * sqrt(n_z): 0.2 * 141.4 -> 29
-    small_budget = FedKStarHC(n_clusters=2, micro_scale=0.2, random_state=1).client_summarize(large)[0]
+    small_budget = FedKStarHC(n_clusters=2, mode="paper", micro_scale=0.2, random_state=1).client_summarize(large)[0]
     assert 20 < small_budget.counts.size <= 29
     # ... and a given n_clusters raises it to 2 * n_clusters
-    floor = FedKStarHC(n_clusters=40, micro_scale=0.2, random_state=1).client_summarize(large)[0]
+    floor = FedKStarHC(n_clusters=40, mode="paper", micro_scale=0.2, random_state=1).client_summarize(large)[0]
     assert MICRO_BUDGET_CAP < floor.counts.size <= 80
 
 
@@ -559,8 +560,8 @@ def test_default_snc_prunes_the_isolated_nodes_that_inflate_k_on_separated_blobs
         C = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
         X = np.vstack([c + rng.normal(size=(600, 2)) for c in C])
         Xc = np.array_split(X[rng.permutation(len(X))], 3)
-        k = FedKStarHC(random_state=seed).fit_clients(Xc).n_clusters_
-        k_unpruned = FedKStarHC(random_state=seed, prune_dead_nodes=False).fit_clients(Xc).n_clusters_
+        k = FedKStarHC(mode="paper", random_state=seed).fit_clients(Xc).n_clusters_
+        k_unpruned = FedKStarHC(mode="paper", random_state=seed, prune_dead_nodes=False).fit_clients(Xc).n_clusters_
         assert 2 <= k <= 6
         found += k == 3
         unpruned_found += k_unpruned == 3
