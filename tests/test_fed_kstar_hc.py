@@ -361,8 +361,7 @@ def test_singular_covariance_and_singletons():
 def _summary(rng, k=3, d=2):
     counts = np.array([2, 3, 1][:k])
     return FedKStarHCSummary(counts=counts, centers=rng.normal(size=(k, d)), radii=np.ones(k),
-                             stds=np.ones((k, d)), substitutes=rng.normal(size=(counts.sum(), d)), sub_counts=counts,
-                             n_features=d)
+                             stds=np.ones((k, d)), substitutes=rng.normal(size=(counts.sum(), d)), n_features=d)
 
 
 def test_summary_round_trip_and_validation():
@@ -372,16 +371,16 @@ def test_summary_round_trip_and_validation():
     np.testing.assert_array_equal(back.substitutes, s.substitutes)
     with pytest.raises(MessageError, match="substitutes shape"):
         FedKStarHCSummary(counts=np.array([2, 3]), centers=np.zeros((2, 2)), radii=np.ones(2), stds=np.ones((2, 2)),
-                          substitutes=np.zeros((4, 2)), sub_counts=np.array([2, 3]), n_features=2)
+                          substitutes=np.zeros((4, 2)), n_features=2)
     with pytest.raises(MessageError, match="counts"):
         FedKStarHCSummary(counts=np.array([0, 3]), centers=np.zeros((2, 2)), radii=np.ones(2), stds=np.ones((2, 2)),
-                          substitutes=np.zeros((3, 2)), sub_counts=np.array([0, 3]), n_features=2)
+                          substitutes=np.zeros((3, 2)), n_features=2)
     with pytest.raises(MessageError, match="radii"):
         FedKStarHCSummary(counts=np.array([1]), centers=np.zeros((1, 2)), radii=-np.ones(1), stds=np.ones((1, 2)),
-                          substitutes=np.zeros((1, 2)), sub_counts=np.array([1]), n_features=2)
+                          substitutes=np.zeros((1, 2)), n_features=2)
     with pytest.raises(MessageError, match="NaN"):
         FedKStarHCSummary(counts=np.array([1]), centers=np.zeros((1, 2)), radii=np.ones(1), stds=np.ones((1, 2)),
-                          substitutes=np.array([[np.nan, 0.0]]), sub_counts=np.array([1]), n_features=2)
+                          substitutes=np.array([[np.nan, 0.0]]), n_features=2)
     raw = bytearray(s.to_bytes())
     raw[-40] ^= 1
     with pytest.raises(MessageError, match="digest"):
@@ -392,7 +391,7 @@ def test_model_and_reply_validation():
     with pytest.raises(MessageError, match="at least one subcluster"):
         FedKStarHCModel(centers=np.zeros((2, 2)), counts=np.array([1, 1]), radii=np.zeros(2), stds=np.zeros((2, 2)),
                         subcluster_labels=np.array([0, 0, 0]), p_curve=np.zeros(0), n_nodes=-1, b_opt=-1,
-                        threshold_t=-1.0, d_s=-1.0, k_scores=np.zeros(0), estimated=False, n_features=2)
+                        threshold_t=-1.0, d_s=-1.0, estimated=False, n_features=2)
     with pytest.raises(MessageError, match="does not exist"):
         FedKStarHCReply(centers=np.zeros((2, 2)), local_to_global=np.array([0, 2]), n_features=2)
 

@@ -16,7 +16,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from fastfc import FedKStarHC
 from fastfc.datasets._sanity import SanityCase, make_sanity_case
-from fastfc.fed_kstar_hc import MICRO_BUDGET_CAP, drop_small, select_k_ch, ward_tree
+from fastfc.fed_kstar_hc import MICRO_BUDGET_CAP, drop_small, moment_tree, select_k_ch
 
 BASE = SanityCase()
 #: cases of the sanity grid that failed on main (issue 12), each in well under a few seconds
@@ -140,7 +140,8 @@ def test_ward_tree_matches_brute_force_and_ch_picks_the_gap():
     centres = rng.normal(size=(12, 3)) + np.repeat([[0, 0, 0], [30, 0, 0], [0, 30, 0]], 4, axis=0)
     counts = rng.integers(3, 20, size=12).astype(float)
     m2 = (counts[:, None] - 1.0) * rng.uniform(2.0, 4.0, size=(12, 3))  # within-subcluster spread ~ 1.4-2 sd
-    merges, heights = ward_tree(counts, centres, m2)
+    merges, heights, gain = moment_tree(counts, centres, m2)
+    np.testing.assert_array_equal(gain, heights)
     # brute force: repeatedly merge the pair of least Ward cost (ties: smallest pair)
     C, n, act = centres.copy(), counts.copy(), list(range(12))
     for step in range(11):
@@ -159,3 +160,52 @@ def test_ward_tree_matches_brute_force_and_ch_picks_the_gap():
     total = m2.sum() + heights.sum()
     k, ch = select_k_ch(heights, total, m2.sum(), int(counts.sum()))
     assert k == 3 and ch.size == 11
+
+
+def _brute_tree(C, n, M2, cost):
+    """Plain-NumPy agglomeration: merge the pair of least ``cost`` (ties: smallest pair) into the
+    lower slot, combining (n, mean, M2) exactly; returns merges and heights."""
+    C, n, M2, act = C.astype(np.float64), n.astype(np.float64), M2.astype(np.float64), list(range(len(n)))
+    merges, heights = [], []
+    while len(act) > 1:
+        best = None
+        for a, i in enumerate(act):
+            for j in act[a + 1:]:
+                v = cost(C, n, M2, i, j)
+                if best is None or v < best[0]:
+                    best = (v, i, j)
+        v, i, j = best
+        merges.append((i, j))
+        heights.append(v)
+        delta = C[j] - C[i]
+        M2[i] = M2[i] + M2[j] + delta ** 2 * n[i] * n[j] / (n[i] + n[j])
+        C[i] = C[i] + delta * n[j] / (n[i] + n[j])
+        n[i] += n[j]
+        act.remove(j)
+    return np.array(merges), np.array(heights)
+
+
+def _eq21_rms(C, n, M2, i, j, beta=0.7):
+    r = np.sqrt(M2.sum(1) / n)
+    s = np.sqrt(M2 / np.maximum(n - 1, 1)[:, None])
+    return ((C[i] - C[j]) ** 2).sum() * np.sqrt(((s[i] - s[j]) ** 2).sum()) ** beta / max(r[i] + r[j], 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("linkage", ["ward", "eq21"])
+def test_moment_tree_matches_numpy_reference(dtype, linkage):
+    rng = np.random.default_rng(9)
+    C = rng.normal(size=(15, 4)).astype(dtype)
+    n = rng.integers(1, 12, size=15).astype(dtype)
+    M2 = (rng.random((15, 4)) * np.maximum(n - 1, 0)[:, None]).astype(dtype)
+    merges, heights, gain = moment_tree(n, C, M2, linkage=linkage, beta=0.7)
+    if linkage == "ward":
+        ref_m, ref_h = _brute_tree(C, n, M2, lambda C, n, M2, i, j: n[i] * n[j] / (n[i] + n[j]) * ((C[i] - C[j]) ** 2).sum())
+    else:
+        ref_m, ref_h = _brute_tree(C, n, M2, _eq21_rms)
+    np.testing.assert_array_equal(merges, ref_m)
+    np.testing.assert_allclose(heights, ref_h, rtol=1e-9)
+    # merging everything adds the leaves' between-cluster sum of squares, whatever the order
+    C64, n64 = C.astype(np.float64), n.astype(np.float64)
+    between = (n64[:, None] * (C64 - (n64[:, None] * C64).sum(0) / n64.sum()) ** 2).sum()
+    assert gain.sum() == pytest.approx(between, rel=1e-9)

@@ -392,6 +392,7 @@ def merge_loop(
     double[::1] heights,          # OUT (k0-n_target,) their Eq. (21) distances
     int n_threads=1,
     bint ward=False,              # IN  Ward's cost instead of Eq. (21); the radius pass is skipped
+    bint rms_radius=False,        # IN  r = sqrt(sum_f M2 / n) (from the moments) instead of the substitute pass
 ):
     """Agglomerative merging of spec 3.6 until ``n_target`` clusters remain.
 
@@ -408,6 +409,9 @@ def merge_loop(
 
     With ``ward`` the pair cost is Ward's ``n_i n_j / (n_i + n_j) ||c_i - c_j||^2``
     (``S``, ``r`` and the substitute rows are not read; ``r`` is left as given).
+    With ``rms_radius`` the radius of a union is its root-mean-square distance
+    to the centre, ``sqrt(sum_f M2 / n)``, exact from the moments, and the
+    substitute rows are not read.
     """
     cdef Py_ssize_t k0 = C.shape[0], d = C.shape[1]
     cdef Py_ssize_t i, j, f, step, n_steps = k0 - n_target, p, q, g, a
@@ -456,7 +460,12 @@ def merge_loop(
             tail[p] = tail[q]
             active[q] = 0
             # radius: mean distance of the union's substitute rows to the new centre
-            if not ward:
+            if rms_radius:
+                acc = 0.0
+                for f in range(d):
+                    acc = acc + M2[p, f]
+                r[p] = sqrt(acc / nm)
+            elif not ward:
                 rsum = 0.0
                 g = head[p]
                 while g >= 0:
