@@ -976,7 +976,8 @@ def select_k_ch(sse_gain: np.ndarray, total_ss: float, within_ss: float, n: int,
     n : int
         Rows.
     k_max : int or None
-        Largest k considered (default: k0, capped at n - 1).
+        Largest k considered (default: k0; always capped at n // 2, where
+        clusters of one row would make W vanish and CH unbounded).
 
     Returns
     -------
@@ -986,7 +987,8 @@ def select_k_ch(sse_gain: np.ndarray, total_ss: float, within_ss: float, n: int,
         CH(k) for k = 2..k_max.
     """
     k0 = sse_gain.shape[0] + 1
-    k_max = min(k0 if k_max is None else k_max, k0, n - 1)
+    # at most n / 2 clusters: with clusters of about one row W -> 0 and CH grows without bound
+    k_max = min(k0 if k_max is None else k_max, k0, n // 2)
     if k_max < 2:
         return 1, np.zeros(0)
     # W(k) = within_ss + sum of the first k0 - k costs
