@@ -65,8 +65,8 @@ def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
         # the authors' behaviour: NaN elimination rules made explicit, 0.5 n candidates uncapped
         return dict(semantics="reference")
     if method == "fedkstarhc" and preset in ("kmeans", "snp"):
-        # Fed-k*-HC with k given (the splits' K) and the chosen micro-partitioner
-        return dict(micro=preset)
+        # Fed-k*-HC's paper setting with k given (the splits' K) and the chosen micro-partitioner
+        return dict(mode="paper", micro=preset)
     if method in ("fedhire", "gold") and preset.startswith("cap"):
         # robust semantics with another candidate cap, e.g. "cap64"; "capnone" = uncapped
         cap = preset[3:]

@@ -9,15 +9,12 @@ from conftest import ESTIMATOR_NAMES, make_all_estimators
 IDENTICAL_ROWS_SPLIT = {
     "FedHIRE": "issue 12: 50 identical rows over two clients come back as two clusters (22 + 28 rows)",
     "GOLD": "issue 12: 50 identical rows over two clients come back as two clusters (22 + 28 rows)",
-    "FedKStarHC": "issue 12: 50 identical rows over two clients come back split by client (30 + 20 rows)",
 }
 
 SINGLE_ROW_CLIENTS_MIXED = {
     "FeCA": "issue 12: every single-row client uploads its row with radius 0, the server's groups all have size 1 "
             "and the first two win the tie: centres (0, 0) and (0.1, 0), the three rows near (9, 9) are labelled "
             "with (0.1, 0)",
-    "FedKStarHC": "issue 12: labels [0 0 0 0 1 1]: the row at (9, 9) is merged with the three rows at the origin "
-                  "(centre (2.28, 2.28))",
 }
 
 

@@ -424,18 +424,16 @@ def test_estimates_k_on_well_separated_clusters_with_raw_centroids(seed):
     """SNC on the raw subcluster centroids (use_gcs=False) with Fig. 2's mutual SNN finds k* = 3
     on three tight blobs and recovers them."""
     Xc, y = _three_tight_blobs(seed)
-    est = FedKStarHC(micro="kmeans", beta=0.5, use_gcs=False, snn_mode="mutual", random_state=seed).fit_clients(Xc)
+    est = FedKStarHC(mode="paper", micro="kmeans", beta=0.5, use_gcs=False, snn_mode="mutual", random_state=seed).fit_clients(Xc)
     assert est.snc_ is not None and est.snc_["n_nodes"] == est.n_subclusters_
     assert est.n_clusters_ == len(est.cluster_centers_) == np.unique(est.labels_).size
     assert est.n_clusters_ == 3
     assert adjusted_rand_score(y, est.labels_) > 0.99
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: default settings give k* = 4, 4, 3, 3, 4 on seeds 0-4 "
-                                       "(ARI 0.974, 0.976, 1, 1, 0.976)")
 def test_estimates_k_on_well_separated_clusters_with_default_settings():
-    """The defaults (GCS nodes, mutual SNN, dead nodes pruned) find k* = 3 on the same three
-    tight blobs for every seed 0-4."""
+    """The defaults (mode="robust": Ward tree, Calinski-Harabasz) find k* = 3 on the same three
+    tight blobs for every seed 0-4 (the paper setting gave k* = 4, 4, 3, 3, 4)."""
     ks = []
     for seed in range(5):
         Xc, _ = _three_tight_blobs(seed)
@@ -487,7 +485,9 @@ def test_errors_of_its_own_and_snp_leaves_inputs_untouched():
     rng = np.random.default_rng(22)
     X = rng.normal(size=(60, 2))
     with pytest.raises(ValueError, match="subclusters the clients uploaded"):
-        FedKStarHC(n_clusters=50, micro="kmeans", random_state=0).fit_clients([X[:30], X[30:]])
+        FedKStarHC(n_clusters=50, mode="paper", micro="kmeans", random_state=0).fit_clients([X[:30], X[30:]])
+    with pytest.raises(ValueError, match="larger than the number of samples"):
+        FedKStarHC(n_clusters=61, micro="kmeans").fit_clients([X[:30], X[30:]])
     with pytest.raises(ValueError, match="micro"):
         FedKStarHC(micro="bogus").fit_clients([X])
     before = X.copy()
@@ -531,25 +531,25 @@ def test_auto_micro_is_snp_on_small_clients_and_kmeans_on_large_ones():
     small = rng.normal(size=(300, 3))
     large = np.concatenate([rng.normal(size=(SNP_MAX_ROWS, 3)), rng.normal(loc=5.0, size=(20_000 - SNP_MAX_ROWS, 3))])
     for X, explicit in ((small, "snp"), (large, "kmeans")):
-        auto = FedKStarHC(n_clusters=2, micro="auto", random_state=1).client_summarize(X)[0]
-        same = FedKStarHC(n_clusters=2, micro=explicit, random_state=1).client_summarize(X)[0]
+        auto = FedKStarHC(n_clusters=2, mode="paper", micro="auto", random_state=1).client_summarize(X)[0]
+        same = FedKStarHC(n_clusters=2, mode="paper", micro=explicit, random_state=1).client_summarize(X)[0]
         np.testing.assert_array_equal(auto.counts, same.counts)
         np.testing.assert_array_equal(auto.centers, same.centers)
     # on the small client the choice matters, so the equality above is informative
-    km = FedKStarHC(n_clusters=2, micro="kmeans", random_state=1).client_summarize(small)[0]
-    snp = FedKStarHC(n_clusters=2, micro="snp", random_state=1).client_summarize(small)[0]
+    km = FedKStarHC(n_clusters=2, mode="paper", micro="kmeans", random_state=1).client_summarize(small)[0]
+    snp = FedKStarHC(n_clusters=2, mode="paper", micro="snp", random_state=1).client_summarize(small)[0]
     assert not (km.counts.shape == snp.counts.shape and np.array_equal(km.centers, snp.centers))
-    default = FedKStarHC(n_clusters=2, random_state=1).client_summarize(small)[0]
+    default = FedKStarHC(n_clusters=2, mode="paper", random_state=1).client_summarize(small)[0]
     np.testing.assert_array_equal(default.centers, km.centers)
     # 0.5 * sqrt(20 000) = 71 > cap: at most MICRO_BUDGET_CAP subclusters ...
-    big = FedKStarHC(n_clusters=2, random_state=1).client_summarize(large)[0]
+    big = FedKStarHC(n_clusters=2, mode="paper", random_state=1).client_summarize(large)[0]
     assert 0.7 * MICRO_BUDGET_CAP < big.counts.size <= MICRO_BUDGET_CAP
     assert big.counts.sum() == large.shape[0]
     # ... below the cap the budget follows micro_scale * sqrt(n_z): 0.2 * 141.4 -> 29
-    small_budget = FedKStarHC(n_clusters=2, micro_scale=0.2, random_state=1).client_summarize(large)[0]
+    small_budget = FedKStarHC(n_clusters=2, mode="paper", micro_scale=0.2, random_state=1).client_summarize(large)[0]
     assert 20 < small_budget.counts.size <= 29
     # ... and a given n_clusters raises it to 2 * n_clusters
-    floor = FedKStarHC(n_clusters=40, micro_scale=0.2, random_state=1).client_summarize(large)[0]
+    floor = FedKStarHC(n_clusters=40, mode="paper", micro_scale=0.2, random_state=1).client_summarize(large)[0]
     assert MICRO_BUDGET_CAP < floor.counts.size <= 80
 
 
@@ -566,13 +566,13 @@ def test_pruning_dead_gcs_nodes_finds_k_more_often_on_separated_blobs():
     """Spec A13: isolated GCS nodes inflate k* (every component counts). Pruning nodes that never
     win (the default) finds k* = 3 on more of seeds 0-15 than the same settings without pruning
     (measured 12 against 2; pruning can shift T and D_s, so it is not monotone per seed)."""
-    found = sum(_k_star_on_separated_blobs(s) == 3 for s in range(16))
-    unpruned_found = sum(_k_star_on_separated_blobs(s, prune_dead_nodes=False) == 3 for s in range(16))
+    found = sum(_k_star_on_separated_blobs(s, mode="paper") == 3 for s in range(16))
+    unpruned_found = sum(_k_star_on_separated_blobs(s, mode="paper", prune_dead_nodes=False) == 3 for s in range(16))
     assert found > unpruned_found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: k* = 3 on 12 of seeds 0-15; seeds 1, 5, 6, 7 give 5, 4, 4, 4")
 def test_default_k_star_is_exact_on_separated_blobs():
-    """Three blobs 10 standard deviations apart: the default estimator finds k* = 3 on every seed 0-15."""
+    """Three blobs 10 standard deviations apart: the default estimator (mode="robust") finds k* = 3
+    on every seed 0-15 (the paper setting: 12 of 16; seeds 1, 5, 6, 7 give 5, 4, 4, 4)."""
     ks = [_k_star_on_separated_blobs(s) for s in range(16)]
     assert ks == [3] * 16, ks

@@ -337,16 +337,36 @@ cdef inline double _merge_d(
     return dc2 * sim / rr
 
 
+cdef inline double _ward_d(const double[:, ::1] C, const double[::1] cnt, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+    # Ward's merge cost: growth of the within-cluster sum of squares, n_i n_j / (n_i + n_j) ||c_i - c_j||^2
+    cdef Py_ssize_t f
+    cdef double dc2 = 0.0, t
+    for f in range(C.shape[1]):
+        t = C[i, f] - C[j, f]
+        dc2 = dc2 + t * t
+    return cnt[i] * cnt[j] / (cnt[i] + cnt[j]) * dc2
+
+
+cdef inline double _pair_d(
+    const double[:, ::1] C, const double[:, ::1] S, const double[::1] r, const double[::1] cnt,
+    Py_ssize_t i, Py_ssize_t j, double beta, bint l1, double eps, bint ward,
+) noexcept nogil:
+    if ward:
+        return _ward_d(C, cnt, i, j)
+    return _merge_d(C, S, r, i, j, beta, l1, eps)
+
+
 cdef inline void _row_min(
-    const double[:, ::1] C, const double[:, ::1] S, const double[::1] r, const uint8_t[::1] active,
-    Py_ssize_t i, double beta, bint l1, double eps, double[::1] rowmin, int64_t[::1] rowarg,
+    const double[:, ::1] C, const double[:, ::1] S, const double[::1] r, const double[::1] cnt,
+    const uint8_t[::1] active, Py_ssize_t i, double beta, bint l1, double eps, bint ward,
+    double[::1] rowmin, int64_t[::1] rowarg,
 ) noexcept nogil:
     cdef Py_ssize_t j, k0 = C.shape[0]
     cdef double best = INFINITY, v
     cdef int64_t arg = -1
     for j in range(i + 1, k0):
         if active[j]:
-            v = _merge_d(C, S, r, i, j, beta, l1, eps)
+            v = _pair_d(C, S, r, cnt, i, j, beta, l1, eps, ward)
             if v < best or arg < 0:
                 best = v
                 arg = j
@@ -371,6 +391,8 @@ def merge_loop(
     int64_t[:, ::1] merges,       # OUT (k0-n_target, 2) merged pairs (p, q), p < q, in order
     double[::1] heights,          # OUT (k0-n_target,) their Eq. (21) distances
     int n_threads=1,
+    bint ward=False,              # IN  Ward's cost instead of Eq. (21); the radius pass is skipped
+    bint rms_radius=False,        # IN  r = sqrt(sum_f M2 / n) (from the moments) instead of the substitute pass
 ):
     """Agglomerative merging of spec 3.6 until ``n_target`` clusters remain.
 
@@ -384,6 +406,12 @@ def merge_loop(
     all pairs. The initial row minima run on ``n_threads`` OpenMP threads
     (each row is independent, so results do not depend on it); the merges
     are sequential.
+
+    With ``ward`` the pair cost is Ward's ``n_i n_j / (n_i + n_j) ||c_i - c_j||^2``
+    (``S``, ``r`` and the substitute rows are not read; ``r`` is left as given).
+    With ``rms_radius`` the radius of a union is its root-mean-square distance
+    to the centre, ``sqrt(sum_f M2 / n)``, exact from the moments, and the
+    substitute rows are not read.
     """
     cdef Py_ssize_t k0 = C.shape[0], d = C.shape[1]
     cdef Py_ssize_t i, j, f, step, n_steps = k0 - n_target, p, q, g, a
@@ -404,7 +432,7 @@ def merge_loop(
             nxt[i] = -1
             active[i] = 1
         for i in prange(k0, schedule="dynamic", num_threads=nt):
-            _row_min(C, S, r, active, i, beta, l1, eps, rowmin, rowarg)
+            _row_min(C, S, r, cnt, active, i, beta, l1, eps, ward, rowmin, rowarg)
         for step in range(n_steps):
             # global argmin over the row minima; ties -> smallest row, then smallest column
             p = -1
@@ -432,28 +460,34 @@ def merge_loop(
             tail[p] = tail[q]
             active[q] = 0
             # radius: mean distance of the union's substitute rows to the new centre
-            rsum = 0.0
-            g = head[p]
-            while g >= 0:
-                for a in range(offsets[g], offsets[g + 1]):
-                    acc = 0.0
-                    for f in range(d):
-                        t = Xsub[a, f] - C[p, f]
-                        acc = acc + t * t
-                    rsum = rsum + sqrt(acc)
-                g = nxt[g]
-            r[p] = rsum / nm
+            if rms_radius:
+                acc = 0.0
+                for f in range(d):
+                    acc = acc + M2[p, f]
+                r[p] = sqrt(acc / nm)
+            elif not ward:
+                rsum = 0.0
+                g = head[p]
+                while g >= 0:
+                    for a in range(offsets[g], offsets[g + 1]):
+                        acc = 0.0
+                        for f in range(d):
+                            t = Xsub[a, f] - C[p, f]
+                            acc = acc + t * t
+                        rsum = rsum + sqrt(acc)
+                    g = nxt[g]
+                r[p] = rsum / nm
             # cached row minima
-            _row_min(C, S, r, active, p, beta, l1, eps, rowmin, rowarg)
+            _row_min(C, S, r, cnt, active, p, beta, l1, eps, ward, rowmin, rowarg)
             # sequential: a parallel region per merge (k0 of them) costs more than it saves,
             # and collapses when a core is busy (each barrier waits for a descheduled thread)
             for i in range(q):
                 if not active[i] or i == p:
                     pass
                 elif rowarg[i] == q or (i < p and rowarg[i] == p):
-                    _row_min(C, S, r, active, i, beta, l1, eps, rowmin, rowarg)
+                    _row_min(C, S, r, cnt, active, i, beta, l1, eps, ward, rowmin, rowarg)
                 elif i < p:
-                    v = _merge_d(C, S, r, i, p, beta, l1, eps)
+                    v = _pair_d(C, S, r, cnt, i, p, beta, l1, eps, ward)
                     if v < rowmin[i] or (v == rowmin[i] and p < rowarg[i]):
                         rowmin[i] = v
                         rowarg[i] = p

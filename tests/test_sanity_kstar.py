@@ -1,0 +1,211 @@
+"""Fed-k*-HC's default mode (``mode="robust"``) on a fast subset of the sanity grid (issue 12).
+
+Well-separated Gaussian clusters (>= 8 sd apart, ``fastfc.datasets.sanity_grid``): with K
+given the default mode must reach ARI >= 0.99, and with ``n_clusters=None`` it must find
+k* = K; small or high-dimensional clients must contribute; the upload must not grow with a
+client's rows; identical rows give one cluster and a warning.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from fastfc import FedKStarHC
+from fastfc.datasets._sanity import SanityCase, make_sanity_case
+from fastfc.fed_kstar_hc import MICRO_BUDGET_CAP, drop_small, moment_tree, select_k_ch
+
+BASE = SanityCase()
+#: cases of the sanity grid that failed on main (issue 12), each in well under a few seconds
+CASES = {
+    "base": BASE,
+    "K10": replace(BASE, n_clusters=10),
+    "K20": replace(BASE, n_clusters=20),
+    "d50": replace(BASE, n_features=50),
+    "d100": replace(BASE, n_features=100, rows_per_client=400),
+    "100x20": replace(BASE, n_clients=100, rows_per_client=20),
+    "dirichlet": replace(BASE, split="dirichlet"),
+    "spread1e4": replace(BASE, feature_spread=1e4),
+    "K10 d50 100x100": SanityCase(n_clusters=10, n_features=50, n_clients=100, rows_per_client=100),
+}
+
+
+def _fit(case: SanityCase, k):
+    X_clients, y_clients = make_sanity_case(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a well-separated federation raises no warning
+        est = FedKStarHC(n_clusters=k, random_state=case.seed).fit_clients(X_clients)
+    return est, np.concatenate(y_clients)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_k_given_recovers_well_separated_clusters(name):
+    est, y = _fit(CASES[name], CASES[name].n_clusters)
+    assert est.n_clusters_ == CASES[name].n_clusters
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_k_estimated_equals_k(name):
+    est, y = _fit(CASES[name], None)
+    assert est.n_clusters_ == CASES[name].n_clusters
+    assert est.k_scores_ is not None and est.k_scores_.size >= CASES[name].n_clusters - 1
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+def test_thousand_clients_of_twenty_rows():
+    case = SanityCase(n_clusters=3, n_clients=1000, rows_per_client=20, scale=1e3)
+    est, y = _fit(case, 3)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+def test_small_high_dimensional_client_contributes():
+    """movement_libras-like: 15 clusters in 90 dimensions over clients of 40 to 260 rows. The
+    paper's floor of d + 2 = 92 rows per subcluster made this fail ("n_clusters=15 is larger than
+    the 8 subclusters"); now the 40-row client uploads subclusters and its rows are labelled
+    with the clusters of the other clients."""
+    rng = np.random.default_rng(5)
+    K, d = 15, 90
+    centres = rng.normal(scale=3.0, size=(K, d))  # pairwise distance about 3 * sqrt(2 * 90) = 40 sd
+    sizes = [40, 60, 100, 150, 200, 260, 120, 80]
+    y_clients = [rng.integers(K, size=n) for n in sizes]
+    X_clients = [centres[y] + rng.normal(size=(len(y), d)) for y in y_clients]
+    est = FedKStarHC(n_clusters=K, random_state=0).fit_clients(X_clients)
+    small, _ = est.client_summarize(X_clients[0], client_index=0)
+    assert small.counts.size >= 2 and small.counts.min() >= 3
+    y = np.concatenate(y_clients)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+    assert adjusted_rand_score(y_clients[0], est.client_labels_[0]) >= 0.99
+    # the paper's setting keeps d + 2 and cannot give 15 clusters here
+    with pytest.raises(ValueError, match="larger than the"):
+        FedKStarHC(n_clusters=K, mode="paper", random_state=0).fit_clients(X_clients)
+
+
+def test_upload_does_not_grow_with_client_rows():
+    rng = np.random.default_rng(6)
+    d = 4
+    centres = np.array([[0.0] * d, [10.0] * d, [-10.0] * d])
+
+    def client(n):
+        return centres[rng.integers(3, size=n)] + rng.normal(size=(n, d))
+
+    sizes = []
+    for n in (2_000, 20_000, 200_000):
+        s, _ = FedKStarHC(random_state=0).client_summarize(client(n))
+        assert s.substitutes.shape == (0, d) and (s.sub_counts == 0).all()
+        sizes.append(sum(getattr(s, a).size for a in ("counts", "centers", "radii", "stds", "substitutes")))
+    assert max(sizes) <= MICRO_BUDGET_CAP * (2 * d + 2)
+    assert sizes[2] <= sizes[0]  # capped: 100x the rows, no more numbers
+    # the paper's upload (n_substitutes="all") holds one substitute row per row
+    X = client(500)
+    s, _ = FedKStarHC(mode="paper", random_state=0).client_summarize(X)
+    assert s.substitutes.shape == X.shape and (s.sub_counts == s.counts).all()
+    s, _ = FedKStarHC(n_substitutes=5, random_state=0).client_summarize(X)
+    assert s.substitutes.shape[0] == int(np.minimum(s.counts, 5).sum())
+
+
+def test_identical_rows_give_one_cluster_and_a_warning():
+    X = np.tile(np.array([1.5, -2.0, 3e6]), (200, 1))
+    for k in (3, None):
+        with pytest.warns(RuntimeWarning, match="identical"):
+            est = FedKStarHC(n_clusters=k, random_state=0).fit_clients(np.array_split(X, 4))
+        assert est.n_clusters_ == 1 and (est.labels_ == 0).all()
+
+
+def test_labels_following_clients_are_flagged():
+    """Paper setting, iris-like: clients too small for d + 2 upload one subcluster each, so the
+    server can only group whole clients; that is no longer silent."""
+    rng = np.random.default_rng(7)
+    X = np.vstack([rng.normal(loc=c, size=(40, 4)) for c in (0.0, 6.0, 12.0)])
+    clients = np.array_split(X[rng.permutation(len(X))], 8)
+    with pytest.warns(RuntimeWarning, match="follow client boundaries"):
+        FedKStarHC(n_clusters=3, mode="paper", random_state=0).fit_clients(clients)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = FedKStarHC(n_clusters=3, random_state=0).fit_clients(clients)
+    assert est.n_clusters_ == 3
+
+
+def test_drop_small_keeps_largest_and_marks_the_rest():
+    labels = np.array([0, 0, 0, 1, 2, 2, 2, 2, 3, 3])
+    np.testing.assert_array_equal(drop_small(labels, 3), [0, 0, 0, -1, 1, 1, 1, 1, -1, -1])
+    np.testing.assert_array_equal(drop_small(labels, 9), [-1, -1, -1, -1, 0, 0, 0, 0, -1, -1])
+
+
+def test_ward_tree_matches_brute_force_and_ch_picks_the_gap():
+    rng = np.random.default_rng(8)
+    centres = rng.normal(size=(12, 3)) + np.repeat([[0, 0, 0], [30, 0, 0], [0, 30, 0]], 4, axis=0)
+    counts = rng.integers(3, 20, size=12).astype(float)
+    m2 = (counts[:, None] - 1.0) * rng.uniform(2.0, 4.0, size=(12, 3))  # within-subcluster spread ~ 1.4-2 sd
+    merges, heights, gain = moment_tree(counts, centres, m2)
+    np.testing.assert_array_equal(gain, heights)
+    # brute force: repeatedly merge the pair of least Ward cost (ties: smallest pair)
+    C, n, act = centres.copy(), counts.copy(), list(range(12))
+    for step in range(11):
+        best = None
+        for a, i in enumerate(act):
+            for j in act[a + 1:]:
+                v = n[i] * n[j] / (n[i] + n[j]) * ((C[i] - C[j]) ** 2).sum()
+                if best is None or v < best[0]:
+                    best = (v, i, j)
+        v, i, j = best
+        assert (merges[step] == [i, j]).all() and heights[step] == pytest.approx(v, rel=1e-12)
+        C[i] = (n[i] * C[i] + n[j] * C[j]) / (n[i] + n[j])
+        n[i] += n[j]
+        act.remove(j)
+    assert (np.diff(heights) >= -1e-9).all()
+    total = m2.sum() + heights.sum()
+    k, ch = select_k_ch(heights, total, m2.sum(), int(counts.sum()))
+    assert k == 3 and ch.size == 11
+
+
+def _brute_tree(C, n, M2, cost):
+    """Plain-NumPy agglomeration: merge the pair of least ``cost`` (ties: smallest pair) into the
+    lower slot, combining (n, mean, M2) exactly; returns merges and heights."""
+    C, n, M2, act = C.astype(np.float64), n.astype(np.float64), M2.astype(np.float64), list(range(len(n)))
+    merges, heights = [], []
+    while len(act) > 1:
+        best = None
+        for a, i in enumerate(act):
+            for j in act[a + 1:]:
+                v = cost(C, n, M2, i, j)
+                if best is None or v < best[0]:
+                    best = (v, i, j)
+        v, i, j = best
+        merges.append((i, j))
+        heights.append(v)
+        delta = C[j] - C[i]
+        M2[i] = M2[i] + M2[j] + delta ** 2 * n[i] * n[j] / (n[i] + n[j])
+        C[i] = C[i] + delta * n[j] / (n[i] + n[j])
+        n[i] += n[j]
+        act.remove(j)
+    return np.array(merges), np.array(heights)
+
+
+def _eq21_rms(C, n, M2, i, j, beta=0.7):
+    r = np.sqrt(M2.sum(1) / n)
+    s = np.sqrt(M2 / np.maximum(n - 1, 1)[:, None])
+    return ((C[i] - C[j]) ** 2).sum() * np.sqrt(((s[i] - s[j]) ** 2).sum()) ** beta / max(r[i] + r[j], 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("linkage", ["ward", "eq21"])
+def test_moment_tree_matches_numpy_reference(dtype, linkage):
+    rng = np.random.default_rng(9)
+    C = rng.normal(size=(15, 4)).astype(dtype)
+    n = rng.integers(1, 12, size=15).astype(dtype)
+    M2 = (rng.random((15, 4)) * np.maximum(n - 1, 0)[:, None]).astype(dtype)
+    merges, heights, gain = moment_tree(n, C, M2, linkage=linkage, beta=0.7)
+    if linkage == "ward":
+        ref_m, ref_h = _brute_tree(C, n, M2, lambda C, n, M2, i, j: n[i] * n[j] / (n[i] + n[j]) * ((C[i] - C[j]) ** 2).sum())
+    else:
+        ref_m, ref_h = _brute_tree(C, n, M2, _eq21_rms)
+    np.testing.assert_array_equal(merges, ref_m)
+    np.testing.assert_allclose(heights, ref_h, rtol=1e-9)
+    # merging everything adds the leaves' between-cluster sum of squares, whatever the order
+    C64, n64 = C.astype(np.float64), n.astype(np.float64)
+    between = (n64[:, None] * (C64 - (n64[:, None] * C64).sum(0) / n64.sum()) ** 2).sum()
+    assert gain.sum() == pytest.approx(between, rel=1e-9)
