@@ -35,6 +35,8 @@ __all__ = [
     "nearest_weighted",
     "predict_weighted",
     "fill_empty_array",
+    "check_unit_fields",
+    "scale_ratio",
 ]
 
 #: a feature whose standard deviation is at most this fraction of its mean magnitude is constant
@@ -246,3 +248,50 @@ def fill_empty_array(message, field: str, shape: tuple) -> None:
     """
     if getattr(message, field) is None:
         object.__setattr__(message, field, np.empty(shape, dtype=np.float64))
+
+
+def int_or_zero(value) -> int:
+    """``value`` if it is an int (a message's ``n_features`` before validation), else 0."""
+    return value if isinstance(value, int) else 0
+
+
+def check_unit_fields(message) -> None:
+    """Shape checks of a message's optional ``feature_stats`` / ``feature_weight`` arrays.
+
+    ``feature_stats`` must be ``(3, n_features)`` (count, mean, variance; counts and
+    variances >= 0) or empty; ``feature_weight`` ``(n_features,)`` or empty.
+    """
+    d = message.n_features
+    stats = getattr(message, "feature_stats", None)
+    if stats is not None:
+        if stats.shape not in ((0, d), (3, d)):
+            message._fail(f"feature_stats shape {stats.shape} is neither (3, {d}) nor empty")
+        if stats.size and stats[[0, 2]].min() < 0:
+            message._fail("feature_stats counts and variances must be >= 0")
+    weight = getattr(message, "feature_weight", None)
+    if weight is not None and weight.shape not in ((0,), (d,)):
+        message._fail(f"feature_weight shape {weight.shape} is neither ({d},) nor empty")
+
+
+def scale_ratio(stats: np.ndarray, weight: np.ndarray) -> float:
+    """Factor that carries a length from a client's standardised units to the federation's.
+
+    Parameters
+    ----------
+    stats : ndarray of shape (3, n_features)
+        The client's :func:`feature_moments`.
+    weight : ndarray of shape (n_features,)
+        The federation's per-feature weights ``1 / std`` (0 for constant features).
+
+    Returns
+    -------
+    ratio : float
+        RMS over the features that vary both locally and globally of
+        ``local std / global std``; exact for any vector when the ratio is the same for
+        every feature (e.g. IID clients), 1.0 when no feature qualifies.
+    """
+    local_std = np.sqrt(np.maximum(stats[2], 0.0))
+    use = (weight > 0) & (local_std > 0)
+    if not use.any():
+        return 1.0
+    return float(np.sqrt(np.mean((local_std[use] * weight[use]) ** 2)))

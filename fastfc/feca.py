@@ -54,10 +54,11 @@ from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from . import _units
 from ._kernels import _feca as K
 from ._parallel import limit_openmp_this_thread
 from .base import BaseFederatedClusterer
-from .protocol import ArraySpec, Message
+from .protocol import ArraySpec, Message, MessageError
 
 __all__ = [
     "FeCA",
@@ -88,21 +89,33 @@ class FeCASummary(Message):
     centers : ndarray of shape (n_kept, n_features)
         Centroids that survived ClientUpdate (at least one).
     radii : ndarray of shape (n_kept,)
-        Non-negative radius of each centroid.
+        Non-negative radius of each centroid (in the client's standardised units with
+        ``feature_stats``, raw units without).
     n_features : int
+    feature_stats : ndarray of shape (3, n_features) or (0, n_features)
+        Per-feature count, mean and variance of the client's rows (federated units,
+        :func:`fastfc._units.feature_moments`); empty in raw units.
     """
 
     METHOD = "feca"
     KIND = "summary"
-    ARRAYS = {"centers": ArraySpec("f", 2), "radii": ArraySpec("f", 1, min_value=0.0)}
+    ARRAYS = {"centers": ArraySpec("f", 2), "radii": ArraySpec("f", 1, min_value=0.0),
+              "feature_stats": ArraySpec("f", 2)}
     centers: np.ndarray
+    # keyword-only and before radii on the wire, so the existing arrays keep their order
+    feature_stats: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
     radii: np.ndarray
     n_features: int
+
+    def __post_init__(self) -> None:
+        _units.fill_empty_array(self, "feature_stats", (0, _units.int_or_zero(self.n_features)))
+        super().__post_init__()
 
     def _check_consistency(self) -> None:
         if self.centers.shape[0] < 1:
             self._fail("a client must upload at least one centroid")
         self._check_centers()
+        _units.check_unit_fields(self)
         if self.radii.shape[0] != self.centers.shape[0]:
             self._fail(f"{self.radii.shape[0]} radii for {self.centers.shape[0]} centroids")
 
@@ -120,18 +133,27 @@ class FeCAModel(Message):
     n_groups : int
         Number of groups the server formed (kept or not).
     n_features : int
+    feature_weight : ndarray of shape (n_features,) or (0,)
+        Per-feature distance weights of federated units; empty in raw units.
     """
 
     METHOD = "feca"
     KIND = "model"
-    ARRAYS = {"centers": ArraySpec("f", 2), "group_sizes": ArraySpec("i", 1, min_value=1)}
+    ARRAYS = {"centers": ArraySpec("f", 2), "group_sizes": ArraySpec("i", 1, min_value=1),
+              "feature_weight": ArraySpec("f", 1, min_value=0.0)}
     centers: np.ndarray
     group_sizes: np.ndarray
     n_groups: int
     n_features: int
+    feature_weight: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        _units.fill_empty_array(self, "feature_weight", (0,))
+        super().__post_init__()
 
     def _check_consistency(self) -> None:
         self._check_centers()
+        _units.check_unit_fields(self)
         if self.group_sizes.shape[0] != self.centers.shape[0]:
             self._fail(f"{self.group_sizes.shape[0]} group sizes for {self.centers.shape[0]} centres")
         if self.n_groups < self.centers.shape[0]:
@@ -142,16 +164,24 @@ class FeCAModel(Message):
 
 @dataclass(frozen=True, eq=False)
 class FeCAReply(Message):
-    """What the server sends back to each client: the global ``centers`` (n_out, n_features)."""
+    """What the server sends back to each client: the global ``centers`` (n_out, n_features)
+    and ``feature_weight`` (n_features,), the distance weights of federated units (empty:
+    raw units)."""
 
     METHOD = "feca"
     KIND = "reply"
-    ARRAYS = {"centers": ArraySpec("f", 2)}
+    ARRAYS = {"centers": ArraySpec("f", 2), "feature_weight": ArraySpec("f", 1, min_value=0.0)}
     centers: np.ndarray
     n_features: int
+    feature_weight: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        _units.fill_empty_array(self, "feature_weight", (0,))
+        super().__post_init__()
 
     def _check_consistency(self) -> None:
         self._check_centers()
+        _units.check_unit_fields(self)
 
 
 # ------------------------------------------------------------ client phase
@@ -503,6 +533,18 @@ class FeCA(BaseFederatedClusterer):
         Lloyd iterations of the local k-means.
     tol : float, default=1e-4
         Relative tolerance of the local k-means (scikit-learn semantics).
+    units : {"federated"} or None, default="federated"
+        ``"federated"``: each client runs its k-means, ClientUpdate and radii in its
+        locally standardised units and uploads centroids in raw units plus its
+        per-feature moments; the server pools the moments exactly, groups in globally
+        standardised units and replies with the per-feature weights ``1 / std`` that
+        nearest-centre labels and ``predict`` use, so the result does not depend on the
+        units of the features. A radius crosses from local to global units by the
+        client's RMS ratio of local to global standard deviation (exact when the client's
+        per-feature spreads are proportional to the federation's, e.g. IID clients). A
+        feature constant over the federation gets weight 0 and a
+        :class:`~fastfc._units.ConstantFeatureWarning`. ``None``: raw Euclidean units,
+        the paper's setting.
     random_state : int, RandomState instance or None, default=None
         Seeds every client's random stream (the server uses none).
     n_jobs : int or None, default=None
@@ -533,6 +575,8 @@ class FeCA(BaseFederatedClusterer):
         Lloyd iterations of each client's k-means (0 for a client with ``n <= k_c`` rows).
     n_iter_ : int
         Largest of ``client_n_iter_``.
+    feature_weight_ : ndarray of shape (n_features,) or None
+        Per-feature distance weights of federated units (``None`` in raw units).
     client_summaries_ : list of FeCASummary
     global_model_ : FeCAModel
     timings_ : dict
@@ -576,6 +620,7 @@ class FeCA(BaseFederatedClusterer):
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
+        "units": [None, StrOptions({"federated"})],
     }
     _summary_cls = FeCASummary
     _model_cls = FeCAModel
@@ -593,6 +638,7 @@ class FeCA(BaseFederatedClusterer):
         n_init: int = 1,
         max_iter: int = 300,
         tol: float = 1e-4,
+        units: str | None = "federated",
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -605,6 +651,7 @@ class FeCA(BaseFederatedClusterer):
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
+        self.units = units
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -613,11 +660,17 @@ class FeCA(BaseFederatedClusterer):
 
     # phases -----------------------------------------------------------------
     def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[FeCASummary, Any]:
+        scaler, stats = _units.local_scaler(X) if self.units is not None else (None, None)
         res = feca_client(
-            X, self._k_local(), rng, refine=self.refine, radius=self.radius, spread=self.spread,
-            init=self.init, n_init=self.n_init, max_iter=self.max_iter, tol=self.tol,
+            X if scaler is None else scaler.transform(X), self._k_local(), rng, refine=self.refine,
+            radius=self.radius, spread=self.spread, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
+            tol=self.tol,
         )
-        summary = FeCASummary(centers=res.centers, radii=res.radii, n_features=X.shape[1])
+        if scaler is None or res.degenerate:  # a client with n <= k_c uploads its rows exactly
+            centers = res.centers if scaler is None else np.asarray(X, dtype=np.float64)[res.kept]
+        else:
+            centers = scaler.inverse(res.centers)
+        summary = FeCASummary(centers=centers, radii=res.radii, n_features=X.shape[1], feature_stats=stats)
         # private state: (non-empty local clusters, uploaded centroids, Lloyd iterations); labels need only the reply
         state = np.array([int((res.counts > 0).sum()), res.kept.size, res.n_iter], dtype=np.int64)
         return summary, state
@@ -625,7 +678,19 @@ class FeCA(BaseFederatedClusterer):
     def _aggregate(self, summaries: list[FeCASummary], rng: np.random.Generator) -> tuple[FeCAModel, list[FeCAReply]]:
         C = np.concatenate([np.asarray(s.centers, dtype=np.float64) for s in summaries])
         r = np.concatenate([np.asarray(s.radii, dtype=np.float64) for s in summaries])
+        weight = None
+        if self.units is not None:
+            if any(s.feature_stats.size == 0 for s in summaries):
+                raise MessageError("units='federated' needs every client's feature_stats; a summary has none")
+            scaler = _units.global_scaler([s.feature_stats for s in summaries], who="FeCA")
+            weight = scaler.weight
+            C = scaler.transform(C)
+            # radii: local standardised units -> global ones, by each client's RMS scale ratio
+            r = r * np.repeat([_units.scale_ratio(s.feature_stats, weight) for s in summaries],
+                              [s.radii.shape[0] for s in summaries])
         centers, sizes, _, n_groups = feca_server(C, r, self.n_clusters)
+        if weight is not None:
+            centers = scaler.inverse(centers)
         if centers.shape[0] < self.n_clusters:
             warnings.warn(
                 f"FeCA: the server formed only {n_groups} group(s) from {C.shape[0]} uploaded centroids, "
@@ -633,20 +698,33 @@ class FeCA(BaseFederatedClusterer):
                 FewerGroupsWarning, stacklevel=3,
             )
         d = C.shape[1]
-        model = FeCAModel(centers=centers, group_sizes=sizes, n_groups=n_groups, n_features=d)
-        reply = FeCAReply(centers=centers, n_features=d)
+        model = FeCAModel(centers=centers, group_sizes=sizes, n_groups=n_groups, n_features=d, feature_weight=weight)
+        reply = FeCAReply(centers=centers, n_features=d, feature_weight=weight)
         return model, [reply] * len(summaries)
 
     def _assign(self, X: np.ndarray, state: Any, reply: FeCAReply) -> np.ndarray:
-        from ._assign import assign_nearest
+        return _units.nearest_weighted(X, reply.centers, reply.feature_weight,
+                                       n_jobs=getattr(self, "_kernel_threads", 1))
 
-        return assign_nearest(X, reply.centers, n_jobs=getattr(self, "_kernel_threads", 1))
+    def predict(self, X):
+        """Label new rows by their nearest global centre (in federated units unless ``units=None``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype=int32
+        """
+        return _units.predict_weighted(self, X)
 
     # fitted attributes --------------------------------------------------------
     def _set_model_attributes(self, model: FeCAModel) -> None:
         super()._set_model_attributes(model)
         self.group_sizes_ = np.array(model.group_sizes)
         self.n_groups_ = int(model.n_groups)
+        self.feature_weight_ = np.array(model.feature_weight) if model.feature_weight.size else None
 
     def _set_client_attributes(self, states: list[Any], replies: list[FeCAReply]) -> None:
         st = np.asarray(states, dtype=np.int64).reshape(len(states), 3)

@@ -62,15 +62,12 @@ class KFedSummary(CentersSummary):
     feature_stats: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        _units.fill_empty_array(self, "feature_stats", (0, self.n_features if isinstance(self.n_features, int) else 0))
+        _units.fill_empty_array(self, "feature_stats", (0, _units.int_or_zero(self.n_features)))
         super().__post_init__()
 
     def _check_consistency(self) -> None:
         super()._check_consistency()
-        if self.feature_stats.shape not in ((0, self.n_features), (3, self.n_features)):
-            self._fail(f"feature_stats shape {self.feature_stats.shape} is neither (3, {self.n_features}) nor empty")
-        if self.feature_stats.size and (self.feature_stats[[0, 2]].min() < 0):
-            self._fail("feature_stats counts and variances must be >= 0")
+        _units.check_unit_fields(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,8 +90,7 @@ class KFedModel(Message):
 
     def _check_consistency(self) -> None:
         self._check_centers()
-        if self.feature_weight.shape not in ((0,), (self.n_features,)):
-            self._fail(f"feature_weight shape {self.feature_weight.shape} is neither ({self.n_features},) nor empty")
+        _units.check_unit_fields(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,8 +115,7 @@ class KFedReply(Message):
 
     def _check_consistency(self) -> None:
         LocalToGlobalReply._check_consistency(self)
-        if self.feature_weight.shape not in ((0,), (self.n_features,)):
-            self._fail(f"feature_weight shape {self.feature_weight.shape} is neither ({self.n_features},) nor empty")
+        _units.check_unit_fields(self)
 
 
 # ------------------------------------------------------------ client phase
@@ -460,7 +455,8 @@ class KFed(BaseFederatedClusterer):
             return KFedSummary(centers=centers, n_features=X.shape[1]), labels
         scaler, stats = _units.local_scaler(X)
         centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter, tol=self.tol)
-        summary = KFedSummary(centers=scaler.inverse(centers), n_features=X.shape[1], feature_stats=stats)
+        centers = X.copy() if X.shape[0] <= k_local else scaler.inverse(centers)  # n <= k': the rows, exactly
+        summary = KFedSummary(centers=centers, n_features=X.shape[1], feature_stats=stats)
         return summary, labels
 
     def _aggregate(self, summaries: list[KFedSummary], rng: np.random.Generator) -> tuple[KFedModel, list[KFedReply]]:
