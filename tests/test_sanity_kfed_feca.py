@@ -37,11 +37,10 @@ FAST_CASES = [
     replace(BASE, n_clusters=3, degenerate="constant_feature"),
     replace(BASE, n_clusters=3, degenerate="one_row"),
 ]
-#: FeCA's known shortfall (issue 12, unfinished): clients holding fewer classes than k_c split
-#: them into pieces whose radii (half the distance to the nearest piece) never group across clients
-FECA_KNOWN_MISSES = {replace(BASE, split="some").name,
-                     SanityCase(n_clusters=10, n_features=2, n_clients=10, rows_per_client=200, split="some",
-                                scale=1e6).name}
+#: the cases where FeCA's paper client (no merging of pieces) misses: clients holding fewer classes
+#: than k_c cut them into pieces whose radii never group across clients
+FECA_PIECES_CASES = [replace(BASE, split="some"),
+                     SanityCase(n_clusters=10, n_features=2, n_clients=10, rows_per_client=200, split="some", scale=1e6)]
 
 
 def _fit(est, case):
@@ -58,13 +57,31 @@ def test_kfed_default_finds_separated_clusters(case):
     assert adjusted_rand_score(y, est.labels_) >= 0.99
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="FeCA pieces under some-classes splits"))
-    if c.name in FECA_KNOWN_MISSES else c for c in FAST_CASES
-], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", FAST_CASES, ids=lambda c: c.name)
 def test_feca_default_finds_separated_clusters(case):
     est, y = _fit(FeCA(n_clusters=case.n_clusters, random_state=case.seed), case)
     assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+@pytest.mark.parametrize("case", FECA_PIECES_CASES, ids=lambda c: c.name)
+def test_feca_merging_pieces_is_what_recovers_some_classes_splits(case):
+    paper, y = _fit(FeCA(n_clusters=case.n_clusters, merge_pieces=False, random_state=case.seed), case)
+    merged, _ = _fit(FeCA(n_clusters=case.n_clusters, random_state=case.seed), case)
+    assert adjusted_rand_score(y, paper.labels_) < 0.9
+    assert adjusted_rand_score(y, merged.labels_) >= 0.99
+    assert merged.client_n_uploaded_.max() < paper.client_n_uploaded_.max()
+
+
+def test_merge_pieces_joins_halves_of_one_blob_not_two_blobs():
+    rng = np.random.default_rng(0)
+    from fastfc.feca import merge_pieces
+
+    blob = rng.normal(size=(400, 3))
+    far = rng.normal(size=(200, 3)) + [12.0, 0, 0]
+    X = np.concatenate([blob, far])
+    labels = np.r_[(blob[:, 1] > 0).astype(int), np.full(200, 2)]  # the first blob cut in two
+    centers = np.array([X[labels == i].mean(0) for i in range(3)])
+    np.testing.assert_array_equal(merge_pieces(X, centers, labels), [0, 0, 1])
 
 
 @pytest.mark.parametrize("make", [lambda k: KFed(n_clusters=k, random_state=3), lambda k: FeCA(n_clusters=k, random_state=3)],
@@ -124,7 +141,7 @@ def test_paper_variants_reproduce_main_labels(name, variant):
     est = {
         "kfed": KFed(n_clusters=case.n_clusters, assign="induced", random_state=7, **_PAPER),
         "kfed_nearest": KFed(n_clusters=case.n_clusters, assign="nearest", random_state=7, **_PAPER),
-        "feca": FeCA(n_clusters=case.n_clusters, units=None, random_state=7),
+        "feca": FeCA(n_clusters=case.n_clusters, merge_pieces=False, units=None, random_state=7),
     }[variant]
     np.testing.assert_array_equal(est.fit_clients(X_clients).labels_, _MAIN_LABELS[f"{name}/{variant}"])
 
