@@ -33,7 +33,7 @@ __all__ = [
     "local_scaler",
     "global_scaler",
     "nearest_weighted",
-    "predict_weighted",
+    "WeightedPredictMixin",
     "fill_empty_array",
     "check_unit_fields",
     "scale_ratio",
@@ -218,27 +218,30 @@ def nearest_weighted(X: np.ndarray, centers: np.ndarray, weight: np.ndarray | No
     return assign_nearest(Xw, Cw, n_jobs=n_jobs)
 
 
-def predict_weighted(estimator, X) -> np.ndarray:
-    """``predict`` of an estimator whose fitted ``feature_weight_`` sets the units of distance.
+class WeightedPredictMixin:
+    """``predict`` for estimators whose fitted ``feature_weight_`` sets the units of distance.
 
-    Parameters
-    ----------
-    estimator : BaseFederatedClusterer
-        Fitted, with ``cluster_centers_`` and ``feature_weight_`` (None: raw units).
-    X : array-like of shape (n_samples, n_features)
-
-    Returns
-    -------
-    labels : ndarray of shape (n_samples,), int32
+    Put it before :class:`~fastfc.base.BaseFederatedClusterer` in the bases.
     """
-    from sklearn.utils.validation import check_is_fitted
 
-    from ._validation import check_client_data
+    def predict(self, X):
+        """Label new rows by their nearest global centre, in federated units unless ``units=None``.
 
-    check_is_fitted(estimator, "cluster_centers_")
-    X = check_client_data(X, estimator=estimator, reset=False)
-    return nearest_weighted(X, estimator.cluster_centers_, getattr(estimator, "feature_weight_", None),
-                            n_jobs=estimator.n_jobs)
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype=int32
+        """
+        from sklearn.utils.validation import check_is_fitted
+
+        from ._validation import check_client_data
+
+        check_is_fitted(self, "cluster_centers_")
+        X = check_client_data(X, estimator=self, reset=False)
+        return nearest_weighted(X, self.cluster_centers_, getattr(self, "feature_weight_", None), n_jobs=self.n_jobs)
 
 
 def fill_empty_array(message, field: str, shape: tuple) -> None:

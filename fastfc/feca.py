@@ -599,7 +599,7 @@ def feca_server(centers: np.ndarray, radii: np.ndarray, n_clusters: int) -> tupl
 
 
 # -------------------------------------------------------------- estimator
-class FeCA(BaseFederatedClusterer):
+class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
     """FeCA: one-shot federated k-means by centroid refinement and radius aggregation.
 
     Parameters
@@ -812,19 +812,6 @@ class FeCA(BaseFederatedClusterer):
     def _assign(self, X: np.ndarray, state: Any, reply: FeCAReply) -> np.ndarray:
         return _units.nearest_weighted(X, reply.centers, reply.feature_weight,
                                        n_jobs=getattr(self, "_kernel_threads", 1))
-
-    def predict(self, X):
-        """Label new rows by their nearest global centre (in federated units unless ``units=None``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,), dtype=int32
-        """
-        return _units.predict_weighted(self, X)
 
     # fitted attributes --------------------------------------------------------
     def _set_model_attributes(self, model: FeCAModel) -> None:

@@ -262,7 +262,7 @@ def farthest_first_seeds(U: np.ndarray, first: np.ndarray, n_clusters: int) -> n
 
 
 # -------------------------------------------------------------- estimator
-class KFed(BaseFederatedClusterer):
+class KFed(_units.WeightedPredictMixin, BaseFederatedClusterer):
     """k-FED: one-shot federated k-means (Dennis, Li & Smith, 2021).
 
     Parameters
@@ -422,19 +422,6 @@ class KFed(BaseFederatedClusterer):
         super()._set_model_attributes(model)
         self.n_iter_ = model.n_iter
         self.feature_weight_ = np.array(model.feature_weight) if model.feature_weight.size else None
-
-    def predict(self, X):
-        """Label new rows by their nearest global centre (in federated units unless ``units=None``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,), dtype=int32
-        """
-        return _units.predict_weighted(self, X)
 
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         super()._check_clients_vs_params(X_clients)
