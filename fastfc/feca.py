@@ -35,15 +35,16 @@ marked *ours*):
   paper (S3 IID, 40 seeds: ℓ2 3.8e4 ± 2.2e4; paper 3.6e4 ± 0.7e4); with the default 1 they
   are worse on S3/S4 (7.8e4 ± 8.3e4 and 13.2e4 ± 9.0e4; paper 3.6e4 and 4.7e4). The
   default stays 1, the paper's premise, and 10x cheaper on the clients.
-* *ours* (issue 12): fastfc's default works in federated units (:mod:`fastfc._units`;
-  ``units=None`` is the paper's raw units). Known weakness, not fixed by default: a client
-  holding fewer true clusters than ``k_c`` uploads pieces whose radii are half the
-  distance to the nearest piece; they group with nothing, and the server's largest groups
-  (ties in creation order) can all be pieces of one client's cluster (sanity grid, some
-  classes per client: ARI 0.72/0.58). ``merge_pieces=True`` (a density-valley test along
-  the segment joining two centroids, :func:`merge_pieces`) fixes those cases but merges
-  the overlapping clusters of real data (ten published splits: ARI 0.160 -> 0.057 on US,
-  0.087 -> 0.000 on VE), so it is opt-in.
+* *ours* (issue 12): fastfc's default differs from the paper in two ways, both switchable
+  off (``merge_pieces=False, units=None`` is the paper): it works in federated units
+  (:mod:`fastfc._units`), and each client merges surviving clusters that are pieces of one
+  cluster before RadiusAssign (:func:`merge_pieces`). Without merging, a client holding
+  fewer true clusters than ``k_c`` uploads pieces whose radii are half the distance to the
+  nearest piece; they group with nothing, and the server's largest groups (ties in
+  creation order) can all be pieces of one client's cluster (sanity grid, some classes per
+  client: ARI 0.72/0.58). A valley test alone merged the overlapping clusters of real data
+  (US 0.19 -> 0.06, VE 0.10 -> 0.00); with the Gaussian check on each merged group and the
+  radius cap of an all-merged client, the ten splits move by -0.005 .. +0.06.
 * Known weakness of the paper's test (kept as published): ClientUpdate compares *sums*, so a
   tiny one-fit-many cluster (a few points straddling two true clusters, common under strong
   label skew) survives, and its large radius can then seed a server group that swallows the
@@ -463,14 +464,17 @@ def feca_refine(
     kept = np.flatnonzero(active).astype(np.int64)
     C = np.ascontiguousarray(centers[kept])
     ext = np.ascontiguousarray(extent[kept])
+    cap = None
     if merge and kept.size > 1:
-        kept, C, ext = _merge_kept_pieces(X, labels, kept, C, ext)
+        kept, C, ext, cap = _merge_kept_pieces(X, labels, kept, C, ext)
     radii = np.empty(kept.size, dtype=np.float64)
     r_theory = K.theoretical_radius(C, ext) if radius == "theoretical" else -1.0
     if r_theory >= 0.0:
         radii.fill(r_theory)
     else:
         K.empirical_radii(C, ext, radii)
+    if cap is not None and kept.size == 1:  # all merged: no neighbour bounds the radius; its pieces do
+        np.minimum(radii, cap, out=radii)
     return FeCAClientResult(
         centers=C, radii=radii, kept=kept, local_centers=centers, counts=counts, cost=cost,
         extent=extent, spread=sigma, trace=trace[:n_tests].copy(), degenerate=degenerate,
@@ -487,7 +491,10 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
     ``dip`` times the smaller end count: k-means cuts a single Gaussian through its dense
     middle (the middle is as dense as the ends), while two distinct clusters leave a
     valley there (empty when they are 8 sd apart; thinner than the ends when they touch).
-    Pieces are grouped transitively. Cost O(k n d).
+    Pieces are grouped transitively; a group whose rows, projected on their leading
+    principal axis, fail the Anderson–Darling normality test at the 15% level (a
+    continuum of overlapping clusters rather than one Gaussian) is split back into its
+    pieces. Cost O(k n d + n d^2).
 
     Parameters
     ----------
@@ -527,11 +534,42 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
                 ri, rj = root(i), root(j)
                 parent[max(ri, rj)] = min(ri, rj)
     roots = np.array([root(i) for i in range(k)])
+    for r in np.unique(roots):  # a merged group must look like one Gaussian, not a continuum
+        parts = np.flatnonzero(roots == r)
+        if parts.size > 1 and not _looks_gaussian(X[np.concatenate([members[i] for i in parts])]):
+            roots[parts] = parts
     return np.unique(roots, return_inverse=True)[1].astype(np.int64)
 
 
+def _looks_gaussian(P: np.ndarray) -> bool:
+    """Anderson–Darling normality of the rows' projection on their leading principal axis (15% level).
+
+    The statistic and the critical value (Stephens' 0.576 for estimated mean and variance,
+    over ``1 + 4/n - 25/n^2``) are those of ``scipy.stats.anderson(x, "norm")``.
+    """
+    from scipy.special import log_ndtr
+
+    n = P.shape[0]
+    if n < 8:
+        return True
+    Pc = P - P.mean(axis=0)
+    _, _, vt = np.linalg.svd(Pc, full_matrices=False)
+    x = np.sort(Pc @ vt[0])
+    sd = x.std(ddof=1)
+    if not sd > 0:
+        return True
+    z = x / sd
+    i = np.arange(1, n + 1)
+    a2 = -n - np.sum((2 * i - 1) / n * (log_ndtr(z) + log_ndtr(-z[::-1])))
+    return bool(a2 < 0.576 / (1.0 + 4.0 / n - 25.0 / n / n))
+
+
 def _merge_kept_pieces(X, labels, kept, C, ext):
-    """Merge the kept clusters that are pieces of one; return (kept, centres, extents) of the result."""
+    """Merge the kept clusters that are pieces of one.
+
+    Returns (kept, centres, extents, caps) of the result; ``caps`` is the largest Alg. 4
+    radius among each centroid's pieces (None when nothing merged).
+    """
     local = np.full(int(labels.max()) + 1, -1, dtype=np.int64)
     local[kept] = np.arange(kept.size)
     rows = np.flatnonzero(local[labels] >= 0)  # rows of deleted clusters take no part
@@ -539,7 +577,11 @@ def _merge_kept_pieces(X, labels, kept, C, ext):
     group = merge_pieces(X[rows], C, sub)
     n_groups = int(group.max()) + 1
     if n_groups == kept.size:  # nothing merged: the upload is the paper's
-        return kept, C, ext
+        return kept, C, ext, None
+    piece_radii = np.empty(kept.size)
+    K.empirical_radii(C, ext, piece_radii)
+    cap = np.zeros(n_groups)
+    np.maximum.at(cap, group, piece_radii)
     glab = group[sub]
     counts = np.bincount(glab, minlength=n_groups)
     Cm = np.zeros((n_groups, X.shape[1]))
@@ -548,7 +590,7 @@ def _merge_kept_pieces(X, labels, kept, C, ext):
     ext = np.zeros(n_groups)
     np.maximum.at(ext, glab, np.sqrt(((X[rows] - Cm[glab]) ** 2).sum(axis=1)))
     first = np.array([kept[np.flatnonzero(group == g)[0]] for g in range(n_groups)], dtype=np.int64)
-    return first, np.ascontiguousarray(Cm), ext
+    return first, np.ascontiguousarray(Cm), ext, cap
 
 
 # ------------------------------------------------------------ server phase
@@ -628,15 +670,16 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         Lloyd iterations of the local k-means.
     tol : float, default=1e-4
         Relative tolerance of the local k-means (scikit-learn semantics).
-    merge_pieces : bool, default=False
+    merge_pieces : bool, default=True
         After ClientUpdate, each client merges the clusters that are pieces of one cluster
-        (no density valley between them, :func:`merge_pieces`) before RadiusAssign. Not in
-        the paper. A client holding fewer true clusters than ``k_c`` cuts them into pieces
-        whose radii (half the distance to the nearest piece) are too small to group across
-        clients, and the server's largest groups can then all be pieces of one cluster
-        (sanity grid, some classes per client: ARI 0.72 and 0.58 without it, 1.0 with it).
-        Off by default: on overlapping real data it merges true clusters too (ten published
-        splits: ARI 0.16 -> 0.06 on US, 0.09 -> 0.00 on VE and WI).
+        (no density valley between them and, together, Gaussian along their main axis:
+        :func:`merge_pieces`) before RadiusAssign; a client whose clusters all merge caps
+        the radius by its pieces' largest Alg. 4 radius. Not in the paper (``False``). A
+        client holding fewer true clusters than ``k_c`` cuts them into pieces whose radii
+        (half the distance to the nearest piece) are too small to group across clients,
+        and the server's largest groups can then all be pieces of one cluster (sanity grid,
+        some classes per client: ARI 0.72 and 0.58 without it, 1.0 with it; ten published
+        splits: -0.005 .. +0.06 ARI).
     units : {"federated"} or None, default="federated"
         ``"federated"``: each client runs its k-means, ClientUpdate and radii in its
         locally standardised units and uploads centroids in raw units plus its
@@ -743,7 +786,7 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         n_init: int = 1,
         max_iter: int = 300,
         tol: float = 1e-4,
-        merge_pieces: bool = False,
+        merge_pieces: bool = True,
         units: str | None = "federated",
         random_state=None,
         n_jobs: int | None = None,
