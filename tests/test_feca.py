@@ -252,7 +252,7 @@ def test_recovers_separated_mixture_iid_and_skewed():
 def test_functional_core_equals_estimator():
     X, y, _ = _blobs(1)
     Xc = [X[p] for p in partition_iid(y, 4, random_state=1)]
-    est = FeCA(4, random_state=7).fit_clients(Xc)
+    est = FeCA(4, units=None, random_state=7).fit_clients(Xc)  # the functional core works in raw units
     from fastfc._parallel import client_rng
 
     res = [feca_client(x, 4, client_rng(7, i)) for i, x in enumerate(Xc)]

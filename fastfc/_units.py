@@ -1,0 +1,300 @@
+"""Federated units: per-feature standardisation agreed in one shot.
+
+Euclidean clustering depends on the units of the features: with one feature in
+metres and another in micrometres only the first carries distance. fastfc's
+one-shot methods make their default mode unit-free without another round:
+
+1. each client summarises its features by their per-feature moments
+   (:func:`feature_moments`: count, mean, variance) and runs its local step in
+   its *locally* standardised units (:func:`local_scaler`), uploading centres in
+   raw units together with the moments;
+2. the server pools the moments exactly (:func:`pool_moments`), standardises the
+   uploaded centres with the *global* per-feature mean and standard deviation
+   (:func:`global_scaler`), fuses them, and replies with centres in raw units and
+   the per-feature weights ``1 / std``;
+3. clients (and ``predict``) label rows by the nearest centre in those weighted
+   units (:func:`nearest_weighted`).
+
+A feature that is constant over the whole federation carries no distance: its
+weight is 0 and :class:`ConstantFeatureWarning` names it.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "ConstantFeatureWarning",
+    "FeatureScaler",
+    "feature_moments",
+    "pool_moments",
+    "local_scaler",
+    "global_scaler",
+    "nearest_weighted",
+    "WeightedPredictMixin",
+    "fill_empty_array",
+    "check_unit_fields",
+    "scale_ratio",
+]
+
+#: a feature whose standard deviation is at most this fraction of its mean magnitude is constant
+_REL_CONSTANT = 1e-9
+
+
+class ConstantFeatureWarning(UserWarning):
+    """Some features are constant over the federation; they carry no distance."""
+
+
+def feature_moments(X: np.ndarray) -> np.ndarray:
+    """Per-feature count, mean and (population) variance of one client's rows.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    moments : ndarray of shape (3, n_features), float64
+        Rows: count (the same in every column), mean, variance (``ddof=0``).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    mean = X.mean(axis=0) if n else np.zeros(d)
+    var = ((X - mean) ** 2).mean(axis=0) if n else np.zeros(d)
+    return np.vstack([np.full(d, float(n)), mean, var])
+
+
+def pool_moments(moments: list[np.ndarray]) -> tuple[float, np.ndarray, np.ndarray]:
+    """Exact pooled count, mean and variance from per-client moments.
+
+    Parameters
+    ----------
+    moments : list of ndarray of shape (3, n_features)
+        :func:`feature_moments` of every client.
+
+    Returns
+    -------
+    n : float
+        Total row count.
+    mean, var : ndarray of shape (n_features,)
+        Mean and population variance of all rows together:
+        ``var = sum_l n_l (var_l + (mean_l - mean)^2) / n``.
+    """
+    M = np.stack([np.asarray(m, dtype=np.float64) for m in moments])  # (L, 3, d)
+    counts = M[:, 0, :]
+    n = counts.sum(axis=0)
+    safe = np.where(n > 0, n, 1.0)
+    mean = (counts * M[:, 1, :]).sum(axis=0) / safe
+    var = (counts * (M[:, 2, :] + (M[:, 1, :] - mean) ** 2)).sum(axis=0) / safe
+    return float(n.max()) if n.size else 0.0, mean, var
+
+
+@dataclass(frozen=True)
+class FeatureScaler:
+    """Affine per-feature map to standardised units; constant features map to 0.
+
+    Attributes
+    ----------
+    shift : ndarray of shape (n_features,)
+        Per-feature mean.
+    scale : ndarray of shape (n_features,)
+        Per-feature standard deviation (0 for a constant feature).
+    weight : ndarray of shape (n_features,)
+        ``1 / scale``, or 0 for a constant feature: the factor of each feature in distances.
+    """
+
+    shift: np.ndarray
+    scale: np.ndarray
+    weight: np.ndarray
+
+    @classmethod
+    def from_moments(cls, mean: np.ndarray, var: np.ndarray) -> FeatureScaler:
+        """Scaler of the given per-feature mean and variance."""
+        mean = np.asarray(mean, dtype=np.float64)
+        std = np.sqrt(np.maximum(np.asarray(var, dtype=np.float64), 0.0))
+        constant = std <= _REL_CONSTANT * np.abs(mean)
+        constant |= ~(std > 0)  # zero (or NaN-free underflow) variance
+        scale = np.where(constant, 0.0, std)
+        weight = np.zeros_like(scale)
+        np.divide(1.0, scale, out=weight, where=~constant)
+        return cls(shift=mean, scale=scale, weight=weight)
+
+    @property
+    def constant(self) -> np.ndarray:
+        """Boolean mask of the constant features."""
+        return self.weight == 0.0
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Rows in standardised units: ``(X - shift) * weight`` (constant features become 0)."""
+        return (np.asarray(X, dtype=np.float64) - self.shift) * self.weight
+
+    def inverse(self, Z: np.ndarray) -> np.ndarray:
+        """Rows back in raw units: ``shift + Z * scale`` (a constant feature gets its value)."""
+        return self.shift + np.asarray(Z, dtype=np.float64) * self.scale
+
+
+def local_scaler(X: np.ndarray) -> tuple[FeatureScaler, np.ndarray]:
+    """A client's own standardisation and its moments.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    scaler : FeatureScaler
+        Local mean and standard deviation (features constant on this client get weight 0;
+        no warning: they may vary elsewhere).
+    moments : ndarray of shape (3, n_features)
+        :func:`feature_moments` of ``X``, what the client uploads.
+    """
+    moments = feature_moments(X)
+    return FeatureScaler.from_moments(moments[1], moments[2]), moments
+
+
+def global_scaler(moments: list[np.ndarray], *, who: str = "fastfc") -> FeatureScaler:
+    """The federation's standardisation, pooled from every client's moments.
+
+    Parameters
+    ----------
+    moments : list of ndarray of shape (3, n_features)
+        Uploaded :func:`feature_moments` of every client.
+    who : str, default="fastfc"
+        Name used in the warning.
+
+    Returns
+    -------
+    scaler : FeatureScaler
+
+    Warns
+    -----
+    ConstantFeatureWarning
+        When some feature is constant over all rows (it then carries no distance);
+        the message names the features, or says that every row is identical.
+    """
+    _, mean, var = pool_moments(moments)
+    scaler = FeatureScaler.from_moments(mean, var)
+    const = np.flatnonzero(scaler.constant)
+    if const.size == scaler.weight.size:
+        warnings.warn(
+            f"{who}: every feature is constant over the federation, so all rows are identical; "
+            "they form a single cluster", ConstantFeatureWarning, stacklevel=3,
+        )
+    elif const.size:
+        shown = ", ".join(map(str, const[:10])) + (", ..." if const.size > 10 else "")
+        warnings.warn(
+            f"{who}: feature(s) {shown} are constant over the federation and carry no distance",
+            ConstantFeatureWarning, stacklevel=3,
+        )
+    return scaler
+
+
+def nearest_weighted(X: np.ndarray, centers: np.ndarray, weight: np.ndarray | None, *, n_jobs: int | None = 1) -> np.ndarray:
+    """Nearest centre of every row in per-feature weighted units.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    centers : ndarray of shape (n_centers, n_features)
+    weight : ndarray of shape (n_features,) or None
+        Factor of each feature in the distance, ``|| (x - c) * weight ||``; ``None``
+        or an empty array means raw units (all ones).
+    n_jobs : int or None, default=1
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,), int32
+        Ties go to the lowest centre index.
+    """
+    from ._assign import assign_nearest
+
+    if weight is None or np.size(weight) == 0:
+        return assign_nearest(X, centers, n_jobs=n_jobs)
+    w = np.asarray(weight, dtype=np.float64)
+    Xw = np.ascontiguousarray(np.asarray(X, dtype=np.float64) * w)
+    Cw = np.ascontiguousarray(np.asarray(centers, dtype=np.float64) * w)
+    return assign_nearest(Xw, Cw, n_jobs=n_jobs)
+
+
+class WeightedPredictMixin:
+    """``predict`` for estimators whose fitted ``feature_weight_`` sets the units of distance.
+
+    Put it before :class:`~fastfc.base.BaseFederatedClusterer` in the bases.
+    """
+
+    def predict(self, X):
+        """Label new rows by their nearest global centre, in federated units unless ``units=None``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype=int32
+        """
+        from sklearn.utils.validation import check_is_fitted
+
+        from ._validation import check_client_data
+
+        check_is_fitted(self, "cluster_centers_")
+        X = check_client_data(X, estimator=self, reset=False)
+        return nearest_weighted(X, self.cluster_centers_, getattr(self, "feature_weight_", None), n_jobs=self.n_jobs)
+
+
+def fill_empty_array(message, field: str, shape: tuple) -> None:
+    """Set an optional array field of a frozen message to an empty array when it is None.
+
+    The unit fields of summaries and replies (moments, weights) are empty in raw units.
+    """
+    if getattr(message, field) is None:
+        object.__setattr__(message, field, np.empty(shape, dtype=np.float64))
+
+
+def int_or_zero(value) -> int:
+    """``value`` if it is an int (a message's ``n_features`` before validation), else 0."""
+    return value if isinstance(value, int) else 0
+
+
+def check_unit_fields(message) -> None:
+    """Shape checks of a message's optional ``feature_stats`` / ``feature_weight`` arrays.
+
+    ``feature_stats`` must be ``(3, n_features)`` (count, mean, variance; counts and
+    variances >= 0) or empty; ``feature_weight`` ``(n_features,)`` or empty.
+    """
+    d = message.n_features
+    stats = getattr(message, "feature_stats", None)
+    if stats is not None:
+        if stats.shape not in ((0, d), (3, d)):
+            message._fail(f"feature_stats shape {stats.shape} is neither (3, {d}) nor empty")
+        if stats.size and stats[[0, 2]].min() < 0:
+            message._fail("feature_stats counts and variances must be >= 0")
+    weight = getattr(message, "feature_weight", None)
+    if weight is not None and weight.shape not in ((0,), (d,)):
+        message._fail(f"feature_weight shape {weight.shape} is neither ({d},) nor empty")
+
+
+def scale_ratio(stats: np.ndarray, weight: np.ndarray) -> float:
+    """Factor that carries a length from a client's standardised units to the federation's.
+
+    Parameters
+    ----------
+    stats : ndarray of shape (3, n_features)
+        The client's :func:`feature_moments`.
+    weight : ndarray of shape (n_features,)
+        The federation's per-feature weights ``1 / std`` (0 for constant features).
+
+    Returns
+    -------
+    ratio : float
+        RMS over the features that vary both locally and globally of
+        ``local std / global std``; exact for any vector when the ratio is the same for
+        every feature (e.g. IID clients), 1.0 when no feature qualifies.
+    """
+    local_std = np.sqrt(np.maximum(stats[2], 0.0))
+    use = (weight > 0) & (local_std > 0)
+    if not use.any():
+        return 1.0
+    return float(np.sqrt(np.mean((local_std[use] * weight[use]) ** 2)))

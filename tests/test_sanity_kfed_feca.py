@@ -1,0 +1,220 @@
+"""Issue 12: k-FED and FeCA defaults on the sanity grid, federated units, degenerate inputs.
+
+``sanity_kfed_feca_main_labels.json`` holds the labels that main's code (commit 707f71f,
+before issue 12) gave on two small cases; the paper variants must still give them.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from fastfc import FeCA, KFed
+from fastfc import _units
+from fastfc.datasets._sanity import SanityCase, make_sanity_case
+
+BASE = SanityCase()
+#: a fast subset of fastfc.datasets.sanity_grid(): the cases main's k-FED or FeCA missed, and units
+FAST_CASES = [
+    replace(BASE, n_clusters=3),
+    replace(BASE, n_clusters=10),
+    replace(BASE, n_clusters=20),
+    replace(BASE, n_features=2),
+    replace(BASE, n_clients=100, rows_per_client=20),
+    replace(BASE, split="dirichlet"),
+    replace(BASE, split="some"),
+    replace(BASE, scale=1e-6),
+    replace(BASE, scale=1e6),
+    replace(BASE, feature_spread=1e4),
+    SanityCase(n_clusters=10, n_features=10, n_clients=100, rows_per_client=100, split="dirichlet"),
+    SanityCase(n_clusters=5, n_features=50, n_clients=10, rows_per_client=100, scale=1e-6, feature_spread=1e4),
+    SanityCase(n_clusters=10, n_features=2, n_clients=10, rows_per_client=200, split="some", scale=1e6),
+    replace(BASE, n_clusters=3, degenerate="constant_feature"),
+    replace(BASE, n_clusters=3, degenerate="one_row"),
+]
+#: the cases where FeCA's paper client (no merging of pieces) misses: clients holding fewer classes
+#: than k_c cut them into pieces whose radii never group across clients
+FECA_PIECES_CASES = [replace(BASE, split="some"),
+                     SanityCase(n_clusters=10, n_features=2, n_clients=10, rows_per_client=200, split="some", scale=1e6)]
+
+
+def _fit(est, case):
+    X_clients, y_clients = make_sanity_case(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _units.ConstantFeatureWarning)
+        est.fit_clients(X_clients)
+    return est, np.concatenate(y_clients)
+
+
+@pytest.mark.parametrize("case", FAST_CASES, ids=lambda c: c.name)
+def test_kfed_default_finds_separated_clusters(case):
+    est, y = _fit(KFed(n_clusters=case.n_clusters, random_state=case.seed), case)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+@pytest.mark.parametrize("case", FAST_CASES, ids=lambda c: c.name)
+def test_feca_default_finds_separated_clusters(case):
+    est, y = _fit(FeCA(n_clusters=case.n_clusters, random_state=case.seed), case)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+@pytest.mark.parametrize("case", FECA_PIECES_CASES, ids=lambda c: c.name)
+def test_feca_merging_pieces_is_what_recovers_some_classes_splits(case):
+    paper, y = _fit(FeCA(n_clusters=case.n_clusters, merge_pieces=False, random_state=case.seed), case)
+    merged, _ = _fit(FeCA(n_clusters=case.n_clusters, random_state=case.seed), case)
+    assert adjusted_rand_score(y, paper.labels_) < 0.9
+    assert adjusted_rand_score(y, merged.labels_) >= 0.99
+    assert merged.client_n_uploaded_.sum() < paper.client_n_uploaded_.sum()
+
+
+def test_gaussian_check_matches_scipy_anderson():
+    import scipy.stats
+
+    from fastfc.feca import _looks_gaussian
+
+    rng = np.random.default_rng(5)
+    for P in (rng.normal(size=(300, 1)), rng.uniform(size=(300, 1)), rng.exponential(size=(40, 1))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            res = scipy.stats.anderson(P[:, 0])
+        assert _looks_gaussian(P) == (res.statistic < res.critical_values[0])
+
+
+def test_merge_pieces_keeps_a_continuum_apart():
+    """Clusters cut from a uniform slab have no valley but are not one Gaussian: not merged."""
+    from fastfc.feca import merge_pieces
+
+    X = np.random.default_rng(1).uniform(0, 4, size=(800, 2)) * [1.0, 0.2]
+    labels = np.minimum((X[:, 0] // 1).astype(int), 3)  # four cells along the slab
+    centers = np.array([X[labels == i].mean(0) for i in range(4)])
+    np.testing.assert_array_equal(merge_pieces(X, centers, labels), [0, 1, 2, 3])
+
+
+def test_merge_pieces_joins_halves_of_one_blob_not_two_blobs():
+    rng = np.random.default_rng(0)
+    from fastfc.feca import merge_pieces
+
+    blob = rng.normal(size=(400, 3))
+    far = rng.normal(size=(200, 3)) + [12.0, 0, 0]
+    X = np.concatenate([blob, far])
+    labels = np.r_[(blob[:, 1] > 0).astype(int), np.full(200, 2)]  # the first blob cut in two
+    centers = np.array([X[labels == i].mean(0) for i in range(3)])
+    np.testing.assert_array_equal(merge_pieces(X, centers, labels), [0, 0, 1])
+
+
+@pytest.mark.parametrize("make", [lambda k: KFed(n_clusters=k, random_state=3), lambda k: FeCA(n_clusters=k, random_state=3)],
+                         ids=["kfed", "feca"])
+def test_default_labels_do_not_depend_on_feature_units(make):
+    case = replace(BASE, n_clusters=6, seed=4)
+    X_clients, y_clients = make_sanity_case(case)
+    units = np.logspace(-5, 5, case.n_features)[np.random.default_rng(0).permutation(case.n_features)]
+    a = make(case.n_clusters).fit_clients(X_clients)
+    b = make(case.n_clusters).fit_clients([x * units for x in X_clients])
+    assert adjusted_rand_score(a.labels_, b.labels_) == 1.0
+    np.testing.assert_allclose(b.cluster_centers_, a.cluster_centers_ * units, rtol=1e-6, atol=1e-9 * units.max())
+    np.testing.assert_array_equal(b.predict(np.concatenate(X_clients) * units), b.labels_)
+
+
+def test_raw_units_fail_where_federated_units_do_not():
+    """The per-feature spread case is the reason for federated units: raw k-FED misses it."""
+    case = replace(BASE, feature_spread=1e4)
+    raw, y = _fit(KFed(n_clusters=5, units=None, random_state=0), case)
+    assert adjusted_rand_score(y, raw.labels_) < 0.95
+    assert raw.feature_weight_ is None
+
+
+@pytest.mark.parametrize("cls", [KFed, FeCA])
+def test_identical_rows_give_one_cluster_and_say_so(cls):
+    X_clients, _ = make_sanity_case(replace(BASE, n_clusters=3, degenerate="identical"))
+    with pytest.warns(_units.ConstantFeatureWarning, match="all rows are identical"):
+        est = cls(n_clusters=3, random_state=0).fit_clients(X_clients)
+    assert np.unique(est.labels_).size == 1
+
+
+@pytest.mark.parametrize("cls", [KFed, FeCA])
+def test_constant_feature_is_named_and_carries_no_distance(cls):
+    case = replace(BASE, n_clusters=3, degenerate="constant_feature")
+    X_clients, y_clients = make_sanity_case(case)
+    with pytest.warns(_units.ConstantFeatureWarning, match=r"feature\(s\) 0 are constant"):
+        est = cls(n_clusters=3, random_state=0).fit_clients(X_clients)
+    assert est.feature_weight_[0] == 0.0 and (est.feature_weight_[1:] > 0).all()
+    np.testing.assert_allclose(est.cluster_centers_[:, 0], 3.0)
+    assert adjusted_rand_score(np.concatenate(y_clients), est.labels_) >= 0.99
+
+
+# ------------------------------------------------------- paper variants = main's labels
+_MAIN_LABELS = json.loads((Path(__file__).parent / "sanity_kfed_feca_main_labels.json").read_text())
+_MAIN_CASES = {
+    "k3": SanityCase(n_clusters=3, n_features=4, n_clients=4, rows_per_client=15, seed=3),
+    "k4dir": SanityCase(n_clusters=4, n_features=3, n_clients=5, rows_per_client=12, split="dirichlet", seed=1),
+}
+_PAPER = dict(server_init="farthest-first", server_max_iter=1, units=None)
+
+
+@pytest.mark.parametrize("name", sorted(_MAIN_CASES))
+@pytest.mark.parametrize("variant", ["kfed", "kfed_nearest", "feca"])
+def test_paper_variants_reproduce_main_labels(name, variant):
+    case = _MAIN_CASES[name]
+    X_clients, _ = make_sanity_case(case)
+    est = {
+        "kfed": KFed(n_clusters=case.n_clusters, assign="induced", random_state=7, **_PAPER),
+        "kfed_nearest": KFed(n_clusters=case.n_clusters, assign="nearest", random_state=7, **_PAPER),
+        "feca": FeCA(n_clusters=case.n_clusters, merge_pieces=False, units=None, random_state=7),
+    }[variant]
+    np.testing.assert_array_equal(est.fit_clients(X_clients).labels_, _MAIN_LABELS[f"{name}/{variant}"])
+
+
+# ------------------------------------------------------------------ _units, plain NumPy
+def test_pooled_moments_equal_those_of_the_stacked_rows():
+    rng = np.random.default_rng(1)
+    parts = [rng.normal(loc=i, scale=1 + i, size=(n, 4)) * [1, 1e3, 1e-3, 7] for i, n in enumerate((5, 1, 40, 13))]
+    n, mean, var = _units.pool_moments([_units.feature_moments(p) for p in parts])
+    X = np.concatenate(parts)
+    assert n == len(X)
+    np.testing.assert_allclose(mean, X.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(var, X.var(axis=0), rtol=1e-10)
+
+
+def test_scaler_standardises_and_inverts():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(50, 3)) * [2.0, 5e4, 1e-5] + [1.0, -3e5, 4e-5]
+    X[:, 1] = 7.0  # constant: weight 0, maps to 0 and back to its value
+    sc = _units.FeatureScaler.from_moments(X.mean(axis=0), X.var(axis=0))
+    Z = sc.transform(X)
+    np.testing.assert_allclose(Z[:, [0, 2]], (X[:, [0, 2]] - X[:, [0, 2]].mean(0)) / X[:, [0, 2]].std(0), atol=1e-12)
+    assert np.all(Z[:, 1] == 0.0) and sc.weight[1] == 0.0 and sc.constant.tolist() == [False, True, False]
+    np.testing.assert_allclose(sc.inverse(Z), X, rtol=1e-12)
+
+
+def test_global_scaler_warns_for_constant_features_only():
+    X = np.c_[np.arange(6.0), np.full(6, 2.5)]
+    with pytest.warns(_units.ConstantFeatureWarning, match=r"feature\(s\) 1 are constant"):
+        sc = _units.global_scaler([_units.feature_moments(X[:2]), _units.feature_moments(X[2:])])
+    assert sc.weight[0] == pytest.approx(1 / X[:, 0].std()) and sc.weight[1] == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _units.global_scaler([_units.feature_moments(X[:, :1])])
+
+
+def test_nearest_weighted_is_the_brute_force_weighted_argmin():
+    rng = np.random.default_rng(3)
+    X, C, w = rng.normal(size=(40, 3)), rng.normal(size=(5, 3)), np.array([1.0, 0.0, 30.0])
+    expected = (((X[:, None, :] - C[None]) * w) ** 2).sum(-1).argmin(1)
+    np.testing.assert_array_equal(_units.nearest_weighted(X, C, w), expected)
+    np.testing.assert_array_equal(_units.nearest_weighted(X, C, None), ((X[:, None, :] - C[None]) ** 2).sum(-1).argmin(1))
+
+
+def test_scale_ratio_is_exact_for_proportional_spreads():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 3)) * [1.0, 10.0, 100.0]
+    stats = _units.feature_moments(X)
+    weight = 1.0 / (3.0 * np.sqrt(stats[2]))  # the federation is 3x as spread in every feature
+    v = rng.normal(size=3)
+    local_len = np.linalg.norm(v / np.sqrt(stats[2]))
+    global_len = np.linalg.norm(v * weight)
+    assert _units.scale_ratio(stats, weight) * local_len == pytest.approx(global_len)
