@@ -72,6 +72,10 @@ PAPER_T10 = {
 }
 
 
+#: the paper's FeCA and k-FED (fastfc's defaults add federated units, piece merging, k-means++ server seeding)
+PAPER_FECA = {"merge_pieces": False, "units": None}
+PAPER_KFED = {"server_init": "farthest-first", "server_max_iter": 1, "assign": "induced", "units": None}
+
 def load_sset(name):
     """An S-set and its true centres (per-label means; A14).
 
@@ -175,9 +179,10 @@ def fit_centers(method, X_clients, k, seed, **params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method == "FeCA":
-            return FeCA(k, random_state=seed, **{"n_init": N_INIT, **params}).fit_clients(X_clients).cluster_centers_
+            return FeCA(k, random_state=seed, **{"n_init": N_INIT, **PAPER_FECA, **params}).fit_clients(
+                X_clients).cluster_centers_
         if method == "k-FED":
-            return KFed(k, random_state=seed, **params).fit_clients(X_clients).cluster_centers_
+            return KFed(k, random_state=seed, **{**PAPER_KFED, **params}).fit_clients(X_clients).cluster_centers_
     raise ValueError(method)
 
 
@@ -353,7 +358,7 @@ def sbm(seeds, out):
                                              return_centers=True)
             from fastfc import FeCA
 
-            est = FeCA(k, radius=rad, random_state=s).fit_clients([X[p] for p in partition_iid(yy, 10, random_state=s)])
+            est = FeCA(k, radius=rad, random_state=s, **PAPER_FECA).fit_clients([X[p] for p in partition_iid(yy, 10, random_state=s)])
             errs.append(center_recovery_l2(est.cluster_centers_, th) / delta)
             ok += int(est.n_clusters_ == k and np.all(est.group_sizes_ >= 1))
         out.setdefault("sbm", {})[rad] = errs
