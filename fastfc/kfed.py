@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
 
 import numpy as np
 import scipy.linalg
 from sklearn.cluster import KMeans
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._parallel import limit_openmp_this_thread, sklearn_seed
+from ._parallel import sklearn_seed
+from ._state import ClientState
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, LocalToGlobalReply, Message, MessageError
 
@@ -98,6 +98,9 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     singular vectors of the (uncentred) data, computed from the ``d x d``
     Gram matrix: O(n d^2). A proximity set that comes out empty falls back to
     its k-means++ seed (the published code would produce NaN there).
+    scikit-learn's Lloyd reduces per-thread partial sums, so the centres depend
+    in the last bits on the calling thread's OpenMP setting; the estimator runs
+    this inside :func:`fastfc._parallel.pinned_worker` (one OpenMP thread).
     """
     n, d = X.shape
     if n <= n_local:
@@ -127,10 +130,7 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
     km = KMeans(n_clusters=n_local, init=init, n_init=1, max_iter=max_iter, tol=tol, random_state=sklearn_seed(rng))
-    # scikit-learn's Lloyd reduces its per-thread partial sums in an order that depends on
-    # the OpenMP thread count, which is per calling thread: one thread, whatever n_jobs
-    with limit_openmp_this_thread(1):
-        km.fit(X)
+    km.fit(X)
     return km.cluster_centers_.astype(X.dtype, copy=False), km.labels_.astype(np.int64)
 
 
@@ -301,7 +301,6 @@ class KFed(BaseFederatedClusterer):
         "tol": [Interval(Real, 0, None, closed="left")],
     }
     _summary_cls = KFedSummary
-    _model_cls = KFedModel
     _reply_cls = KFedReply
 
     def __init__(
@@ -346,12 +345,14 @@ class KFed(BaseFederatedClusterer):
             )
 
     # phases -----------------------------------------------------------------
-    def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[KFedSummary, Any]:
+    def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[KFedSummary, dict]:
         k_local = self._k_local()
         centers, labels = local_awasthi_sheffet(X, k_local, rng, max_iter=self.max_iter, tol=self.tol)
-        return KFedSummary(centers=centers, n_features=X.shape[1]), labels
+        return KFedSummary(centers=centers, n_features=X.shape[1]), {"labels": labels}
 
-    def _aggregate(self, summaries: list[KFedSummary], rng: np.random.Generator) -> tuple[KFedModel, list[KFedReply]]:
+    def _aggregate(
+        self, summaries: list[KFedSummary], rng: np.random.Generator, n_threads: int
+    ) -> tuple[KFedModel, list[KFedReply]]:
         sizes = np.array([s.centers.shape[0] for s in summaries])
         U = np.concatenate([np.asarray(s.centers, dtype=np.float64) for s in summaries])
         if U.shape[0] < self.n_clusters:
@@ -367,8 +368,7 @@ class KFed(BaseFederatedClusterer):
             tol=self.tol if self.server_max_iter is None else 0.0,
             random_state=0,  # unused with an explicit init; set for determinism of any relocation
         )
-        with limit_openmp_this_thread(1):  # same summation order for any n_jobs
-            km.fit(U)
+        km.fit(U)  # one OpenMP thread (the base's pinned worker): same summation order for any n_jobs
         centers = km.cluster_centers_
         local_to_global = km.labels_.astype(np.int64)
         d = U.shape[1]
@@ -379,12 +379,12 @@ class KFed(BaseFederatedClusterer):
         ]
         return model, replies
 
-    def _assign(self, X: np.ndarray, state: Any, reply: KFedReply) -> np.ndarray:
+    def _assign(self, X: np.ndarray, state: ClientState, reply: KFedReply, n_threads: int) -> np.ndarray:
         if self.assign == "nearest":
             from ._assign import assign_nearest
 
-            return assign_nearest(X, reply.centers, n_jobs=self._kernel_threads)
-        local = np.asarray(state)
+            return assign_nearest(X, reply.centers, n_jobs=n_threads)
+        local = state["labels"]
         if local.shape != (X.shape[0],) or (local.size and local.max() >= reply.local_to_global.shape[0]):
             raise MessageError(
                 "the reply's local_to_global does not fit this client's local clustering "
