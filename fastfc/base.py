@@ -196,10 +196,10 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
             It names the method, the client and the rows it was made for, and
             can be kept on disk with :meth:`ClientState.save` (no pickle).
         """
+        entropy = phase_entropy(self.random_state if random_state is None else random_state, "client_summarize")
         self._validate_params()
         client_index = check_client_index(client_index)
         X = check_client_data(X, name=f"client {client_index} data")
-        entropy = phase_entropy(self.random_state if random_state is None else random_state, "client_summarize")
         n_threads = plan_threads(self.n_jobs, 1).per_client
         with limit_blas_threads(n_threads):
             return self._run_summarize(X, client_index, entropy, restart, n_threads)
@@ -228,9 +228,9 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
             What each client needs to label its rows; ``replies[i].client`` is
             ``summaries[i].client``.
         """
+        entropy = phase_entropy(self.random_state if random_state is None else random_state, "server_aggregate")
         self._validate_params()
         summaries = self._check_summaries(summaries)
-        entropy = phase_entropy(self.random_state if random_state is None else random_state, "server_aggregate")
         n_threads = plan_threads(self.n_jobs, 1).server
         with limit_blas_threads(n_threads):
             return self._run_aggregate(summaries, entropy, restart, n_threads)
