@@ -512,6 +512,9 @@ class FeCA(BaseFederatedClusterer):
         Relative tolerance of the local k-means (scikit-learn semantics).
     random_state : int, RandomState instance or None, default=None
         Seeds every client's random stream (the server uses none).
+        ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
+        rejected, as in scikit-learn); the phase API (``client_summarize``,
+        ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads over clients (and native kernels). ``None`` means 1, ``-1`` all cores.
         Labels do not depend on it.

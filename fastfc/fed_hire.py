@@ -323,6 +323,10 @@ class FedHIRE(BaseFederatedClusterer):
     max_retries : int, default=20
         Restarts or server retries before giving up with a ValueError.
     random_state : int, RandomState instance or None, default=None
+        Seeds every client's and the server's random stream.
+        ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
+        rejected, as in scikit-learn); the phase API (``client_summarize``,
+        ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads over clients. Labels do not depend on it.
 

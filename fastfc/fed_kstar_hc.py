@@ -854,6 +854,9 @@ class FedKStarHC(BaseFederatedClusterer):
         substitute rows.
     random_state : int, RandomState instance or None, default=None
         Seeds every client's and the server's random stream.
+        ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
+        rejected, as in scikit-learn); the phase API (``client_summarize``,
+        ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads for the clients and the compiled kernels. Labels do not
         depend on it.
