@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 __all__ = ["resolve_entropy", "phase_entropy", "RandomStateWarning", "client_rng", "server_rng", "sklearn_seed",
-           "effective_n_jobs", "ThreadPlan", "plan_threads", "pinned_worker", "limit_native_threads",
+           "effective_n_jobs", "ThreadPlan", "plan_threads", "pinned_worker",
            "limit_blas_threads", "limit_openmp_this_thread", "map_clients"]
 
 T = TypeVar("T")
@@ -181,11 +181,19 @@ _controller_lock = threading.Lock()
 
 
 def _get_controller():
+    """The process's threadpoolctl controller, built once (building scans the loaded libraries).
+
+    The OpenMP runtimes that phases may use are loaded first (scikit-learn's, fastfc's
+    kernels'), so the controller sees them even when no estimator using them ran yet.
+    """
     global _controller
     if _controller is None:
         with _controller_lock:
             if _controller is None:
+                import sklearn.utils._openmp_helpers  # noqa: F401  (loads scikit-learn's OpenMP runtime)
                 from threadpoolctl import ThreadpoolController
+
+                from ._kernels import _assign  # noqa: F401  (loads the kernels' OpenMP runtime)
 
                 _controller = ThreadpoolController()
     return _controller
@@ -203,12 +211,3 @@ def limit_openmp_this_thread(n_threads: int):
     when the main thread was limited), unlike BLAS's, which is process-wide.
     """
     return _get_controller().limit(limits=int(n_threads), user_api="openmp")
-
-
-def limit_native_threads(n_threads: int):
-    """Context manager limiting every native thread pool (BLAS, OpenMP) to ``n_threads``.
-
-    The threadpoolctl controller is built once per process (building it scans
-    the loaded libraries and costs milliseconds; applying a limit does not).
-    """
-    return _get_controller().limit(limits=int(n_threads))

@@ -261,6 +261,20 @@ def test_every_phase_runs_with_openmp_pinned_to_one_thread():
     assert {s[2] for s in seen if s[0] != "aggregate"} == {1} and [s[2] for s in seen if s[0] == "aggregate"] == [2]
 
 
+def test_thread_controller_sees_openmp_even_when_built_first():
+    """The cached threadpoolctl controller behind the pins knows scikit-learn's OpenMP runtime
+    even when it is built before any module that loads it (e.g. a Fed-HIRE fit first in a
+    process), so the OpenMP pin is never a silent no-op."""
+    import subprocess
+
+    code = ("from fastfc._parallel import _get_controller\n"
+            "print(sum(i['user_api'] == 'openmp' for i in _get_controller().info()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(ROOT / "tests"), env={**__import__("os").environ,
+                                                       "PYTHONPATH": str(Path(fastfc.__file__).parents[1])})
+    assert int(out.stdout.strip()) >= 1
+
+
 # ------------------------------------------------------------------ 3. random_state rule
 def test_random_state_rule_fit_versus_phase_api():
     """fit/fit_clients accept None, an int or a RandomState (drawn once per fit) and reject a
