@@ -14,6 +14,9 @@ __all__ = ["assign_nearest", "openmp_enabled"]
 
 #: rows per chunk; small enough that a chunk's rows stay in L2 for d <= 64
 CHUNK_SIZE = 512
+#: float32 rows compared with non-float32 prototypes are upcast to float64 this many
+#: elements (rows x features) at a time (about 8 MB per block)
+UPCAST_BLOCK = 1 << 20
 #: rows per chunk of the BLAS-screened kernel (its product buffer is rows x prototypes)
 GEMM_CHUNK_SIZE = 256
 #: the BLAS screen pays off from about this many features x prototypes (and 8 features);
@@ -32,6 +35,21 @@ def _as_float_2d(name: str, A, dtype) -> np.ndarray:
     if not np.isfinite(A).all():
         raise ValueError(f"{name} contains NaN or infinity")
     return A
+
+
+def _in_blocks(run, X: np.ndarray, dtype, labels: np.ndarray, dist: np.ndarray, chunk: int) -> None:
+    """``run(X_block, labels_block, dist_block)`` over all rows, upcasting X to ``dtype`` block by block.
+
+    Without a cast it is one call. Each row's result is independent of the block it is in,
+    and blocks are whole multiples of the kernel's chunk, so results match one call.
+    """
+    if X.dtype == dtype:
+        run(X, labels, dist)
+        return
+    rows = max(chunk, (UPCAST_BLOCK // max(X.shape[1], 1)) // chunk * chunk)
+    for start in range(0, X.shape[0], rows):
+        stop = min(start + rows, X.shape[0])
+        run(np.ascontiguousarray(X[start:stop], dtype=dtype), labels[start:stop], dist[start:stop])
 
 
 def assign_nearest(
@@ -59,8 +77,11 @@ def assign_nearest(
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        Rows to label. float32 input is computed in float32; anything else in
-        float64.
+        Rows to label. The computation is in float32 only when ``X``,
+        ``centers`` (and ``weights``) are all float32; otherwise in float64, with
+        float32 rows upcast block by block (exactly: every float32 is a
+        float64), so float32 rows against float64 prototypes get the same labels
+        and distances as the same rows in float64.
     centers : array-like of shape (n_prototypes, n_features)
     weights : array-like of shape (n_prototypes, n_features), default=None
         Non-negative per-prototype feature weights.
@@ -82,8 +103,11 @@ def assign_nearest(
         raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
     if X.dtype.kind not in "fiub":
         raise TypeError(f"X must be numeric, got dtype {X.dtype}")
-    dtype = np.float32 if X.dtype == np.float32 else np.float64
-    X = np.ascontiguousarray(X, dtype=dtype)
+    all32 = X.dtype == np.float32 and np.asarray(centers).dtype == np.float32 and (
+        weights is None or np.asarray(weights).dtype == np.float32)
+    dtype = np.float32 if all32 else np.float64
+    # float32 rows against float64 prototypes stay float32 here and are upcast per block below
+    X = np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else dtype)
     if check_finite and not np.isfinite(X).all():
         raise ValueError("X contains NaN or infinity")
     C = _as_float_2d("centers", centers, dtype)
@@ -107,14 +131,22 @@ def assign_nearest(
         cn = np.einsum("ij,ij->i", C, C)
         # a bound of the largest norm, rounded up (float32 norms are computed in float32)
         cmax = float(np.sqrt(np.max(cn.astype(np.float64)))) * (1.0 + 1e-5) + 1e-30
+
+        def run(Xb, lab, dst):
+            assign_nearest_gemm_kernel(Xb, C, cn, cmax, lab, dst, n_threads, GEMM_CHUNK_SIZE)
+
         # the threads are ours (n_jobs); each runs its own small products on one BLAS thread
         with limit_blas_threads(1):
-            assign_nearest_gemm_kernel(X, C, cn, cmax, labels, dist, n_threads, GEMM_CHUNK_SIZE)
+            _in_blocks(run, X, dtype, labels, dist, GEMM_CHUNK_SIZE)
     else:
         # the direct kernel takes prototypes (and weights) transposed, (d, k)
         CT = np.ascontiguousarray(C.T)
         WT = CT if W is None else np.ascontiguousarray(W.T)
-        assign_nearest_kernel(X, CT, WT, W is not None, labels, dist, n_threads, CHUNK_SIZE)
+
+        def run(Xb, lab, dst):
+            assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE)
+
+        _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE)
     if n and (labels < 0).any():
         raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")
     if return_distances:

@@ -1,18 +1,26 @@
 """Seeds and threads: one ``random_state`` feeds one seed sequence; each client
 and the server get their own child stream, so results never depend on thread
-scheduling or on the order in which clients answer."""
+scheduling or on the order in which clients answer.
+
+The random_state rule: ``fit``/``fit_clients`` accept what scikit-learn does
+(None, an int or a ``RandomState``, drawn from once per fit; see
+:func:`resolve_entropy`); the phase API, whose parties must derive the same
+streams independently, needs an int (see :func:`phase_entropy`)."""
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from numbers import Integral
-from typing import Any, TypeVar
+from contextlib import contextmanager
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-__all__ = ["resolve_entropy", "client_rng", "server_rng", "sklearn_seed", "effective_n_jobs", "limit_native_threads",
+__all__ = ["resolve_entropy", "phase_entropy", "RandomStateWarning", "client_rng", "server_rng", "sklearn_seed",
+           "effective_n_jobs", "ThreadPlan", "plan_threads", "pinned_worker",
            "limit_blas_threads", "limit_openmp_this_thread", "map_clients"]
 
 T = TypeVar("T")
@@ -20,11 +28,16 @@ _CLIENT_STREAM = 0
 _SERVER_STREAM = 1
 
 
+class RandomStateWarning(UserWarning):
+    """A phase of a federated run was given no seed: the parties will not agree on their random streams."""
+
+
 def resolve_entropy(random_state) -> int:
-    """Turn a scikit-learn style ``random_state`` into one integer of entropy.
+    """Turn a scikit-learn style ``random_state`` into one integer of entropy (once per fit).
 
     ``None`` draws fresh entropy from the OS (results then differ run to run);
-    an int is used as is; a ``RandomState`` or ``Generator`` is drawn from once.
+    an int (>= 0) is used as is; a ``RandomState`` is drawn from once. A
+    ``numpy.random.Generator`` is rejected, as scikit-learn does.
     """
     if random_state is None:
         return int(np.random.SeedSequence().entropy)
@@ -34,11 +47,34 @@ def resolve_entropy(random_state) -> int:
         return int(random_state)
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, np.iinfo(np.int32).max))
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, np.iinfo(np.int64).max))
     raise ValueError(
-        f"random_state must be None, a non-negative int, a RandomState or a Generator; got {random_state!r}"
+        f"random_state must be None, a non-negative int or a numpy RandomState; got {random_state!r}"
     )
+
+
+def phase_entropy(random_state, where: str) -> int:
+    """The entropy of one phase call (``client_summarize`` / ``server_aggregate``).
+
+    Every party derives its stream from the same integer on its own, so the
+    phase API needs an int. ``None`` draws fresh entropy with a
+    :class:`RandomStateWarning` (the parties will not agree); a ``RandomState``
+    or ``Generator`` would give each call, hence each party, different entropy
+    and raises ``TypeError`` asking for an int.
+    """
+    if isinstance(random_state, (np.random.RandomState, np.random.Generator)):
+        raise TypeError(
+            f"{where}: random_state must be an int for the phase API (each party derives its random stream "
+            f"from it on its own), got a {type(random_state).__name__}, which would give every call different "
+            "entropy; pass the same int to every client and the server"
+        )
+    if random_state is None:
+        warnings.warn(
+            f"{where}: random_state is None, so fresh entropy is drawn for this call: the clients and the "
+            "server will not agree on their random streams and the run is not reproducible; pass the same "
+            "int to every party",
+            RandomStateWarning, stacklevel=3,
+        )
+    return resolve_entropy(random_state)
 
 
 def client_rng(entropy: int, client_index: int, restart: int = 0) -> np.random.Generator:
@@ -71,6 +107,43 @@ def effective_n_jobs(n_jobs) -> int:
     if n_jobs < 0:
         return max(1, n_cpu + 1 + int(n_jobs))
     return int(n_jobs)
+
+
+class ThreadPlan(NamedTuple):
+    """How ``n_jobs`` cores are shared: client threads, native threads of each, native threads of the server."""
+
+    workers: int
+    per_client: int
+    server: int
+
+
+def plan_threads(n_jobs, n_clients: int) -> ThreadPlan:
+    """Split ``effective_n_jobs(n_jobs)`` cores: up to one thread per client, the rest to their kernels.
+
+    A fit never uses more than ``n_jobs`` cores: ``workers`` client threads each
+    give their native kernels ``n_jobs // workers`` threads; the server phase
+    runs alone and gets all ``n_jobs``. Results do not depend on the split.
+    """
+    n = effective_n_jobs(n_jobs)
+    workers = max(1, min(n, int(n_clients)))
+    return ThreadPlan(workers=workers, per_client=max(1, n // workers), server=n)
+
+
+@contextmanager
+def pinned_worker() -> Iterator[None]:
+    """Run the body with OpenMP pinned to one thread in the calling thread.
+
+    Every phase of every method runs inside it (the estimator base wraps the
+    worker callable of each client thread and of the server): libraries that
+    size their OpenMP teams from the calling thread's setting (scikit-learn's
+    Lloyd reduces per-thread partial sums in a thread-count-dependent order)
+    then compute the same bits whatever ``n_jobs`` is. fastfc's own kernels get
+    their thread count explicitly (OpenMP's ``num_threads``), which this limit
+    does not cap. OpenMP limits are per calling thread, so each worker thread
+    pins itself; BLAS limits are process-wide and set once by the driver.
+    """
+    with limit_openmp_this_thread(1):
+        yield
 
 
 def map_clients(
@@ -108,11 +181,19 @@ _controller_lock = threading.Lock()
 
 
 def _get_controller():
+    """The process's threadpoolctl controller, built once (building scans the loaded libraries).
+
+    The OpenMP runtimes that phases may use are loaded first (scikit-learn's, fastfc's
+    kernels'), so the controller sees them even when no estimator using them ran yet.
+    """
     global _controller
     if _controller is None:
         with _controller_lock:
             if _controller is None:
+                import sklearn.utils._openmp_helpers  # noqa: F401  (loads scikit-learn's OpenMP runtime)
                 from threadpoolctl import ThreadpoolController
+
+                from ._kernels import _assign  # noqa: F401  (loads the kernels' OpenMP runtime)
 
                 _controller = ThreadpoolController()
     return _controller
@@ -130,12 +211,3 @@ def limit_openmp_this_thread(n_threads: int):
     when the main thread was limited), unlike BLAS's, which is process-wide.
     """
     return _get_controller().limit(limits=int(n_threads), user_api="openmp")
-
-
-def limit_native_threads(n_threads: int):
-    """Context manager limiting every native thread pool (BLAS, OpenMP) to ``n_threads``.
-
-    The threadpoolctl controller is built once per process (building it scans
-    the loaded libraries and costs milliseconds; applying a limit does not).
-    """
-    return _get_controller().limit(limits=int(n_threads))

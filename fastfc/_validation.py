@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse
 from sklearn.utils.validation import check_array, validate_data
 
 __all__ = [
     "check_client_data",
     "check_clients",
+    "check_client_index",
     "split_by_client_ids",
-    "check_n_clusters_vs_data",
 ]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
@@ -31,6 +32,7 @@ def check_client_data(
     """
     if X is None:
         raise ValueError(f"{name} is None; expected a 2-D array of shape (n_samples, n_features)")
+    _reject_sparse(X, name)
     if isinstance(X, (list, tuple)) and X and all(np.ndim(x) == 2 for x in X):
         raise TypeError(
             f"{name} is a list of {len(X)} 2-D arrays; expected one 2-D array. For data held per client "
@@ -55,6 +57,23 @@ def check_client_data(
     return out
 
 
+def _reject_sparse(X, name: str) -> None:
+    if scipy.sparse.issparse(X):
+        raise TypeError(
+            f"{name} is a scipy sparse {X.format} matrix; fastfc's methods compute dense centres and need dense "
+            "data: pass X.toarray() (or reduce the dimension first, e.g. with TruncatedSVD)"
+        )
+
+
+def check_client_index(client_index) -> int:
+    """``client_index`` must be an int >= 0 (numpy integers too; not a bool, not a float)."""
+    if isinstance(client_index, (bool, np.bool_)) or not isinstance(client_index, (Integral, np.integer)):
+        raise TypeError(f"client_index must be an int >= 0, got {client_index!r} ({type(client_index).__name__})")
+    if client_index < 0:
+        raise ValueError(f"client_index must be an int >= 0, got {client_index}")
+    return int(client_index)
+
+
 def check_clients(X_clients: Sequence, *, min_samples: int = 1) -> list[np.ndarray]:
     """Validate a list of per-client matrices.
 
@@ -62,6 +81,7 @@ def check_clients(X_clients: Sequence, *, min_samples: int = 1) -> list[np.ndarr
     mixed float32/float64 inputs are promoted to float64 so every client and
     the server compute in one precision.
     """
+    _reject_sparse(X_clients, "X_clients")
     if isinstance(X_clients, np.ndarray) and X_clients.dtype != object:
         raise TypeError(
             "X_clients must be a list of 2-D arrays (one per client), not a single array; "
@@ -75,6 +95,7 @@ def check_clients(X_clients: Sequence, *, min_samples: int = 1) -> list[np.ndarr
         raise ValueError("X_clients is empty; at least one client is required")
     out = []
     for i, Xi in enumerate(items):
+        _reject_sparse(Xi, f"client {i} data")
         if Xi is not None and hasattr(Xi, "__len__") and len(Xi) == 0:
             raise ValueError(f"client {i} is empty (0 samples); every client needs at least one row")
         out.append(check_client_data(Xi, name=f"client {i} data", min_samples=min_samples))
@@ -107,15 +128,3 @@ def split_by_client_ids(n_samples: int, client_ids) -> tuple[list[np.ndarray], n
     bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
     groups = [order[bounds[i]:bounds[i + 1]].astype(np.intp) for i in range(len(uniq))]
     return groups, uniq
-
-
-def check_n_clusters_vs_data(n_clusters, n_total: int, *, name: str = "n_clusters") -> None:
-    """``n_clusters`` must be a positive integer not larger than the data allows."""
-    if not isinstance(n_clusters, Integral) or isinstance(n_clusters, bool):
-        raise TypeError(f"{name} must be a positive integer, got {n_clusters!r}")
-    if n_clusters < 1:
-        raise ValueError(f"{name} must be >= 1, got {n_clusters}")
-    if n_clusters > n_total:
-        raise ValueError(
-            f"{name}={n_clusters} is larger than the number of samples ({n_total}) over all clients"
-        )

@@ -57,7 +57,6 @@ import dataclasses
 import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -66,7 +65,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
 from ._kernels import _feca as K
-from ._parallel import limit_openmp_this_thread
+from ._state import ClientState
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, Message, MessageError
 
@@ -212,16 +211,25 @@ class _SerialKMeans(KMeans):
         self._n_threads = 1
 
 
+def _same_clustering_numpy(a: np.ndarray, b: np.ndarray, n_clusters: int) -> bool:
+    """True when labelings ``a`` and ``b`` (shape (n,)) are the same partition up to renaming."""
+    return np.unique(np.stack([a, b]), axis=1).shape[1] == np.unique(a).size == np.unique(b).size
+
+
+def _lloyd_estimator(Xc: np.ndarray, centers0: np.ndarray, *, max_iter: int, tol: float):
+    """One Lloyd run through the public estimator: (labels, inertia, centers, n_iter)."""
+    km = _SerialKMeans(n_clusters=centers0.shape[0], init=centers0, n_init=1, max_iter=max_iter, tol=tol).fit(Xc)
+    return km.labels_, km.inertia_, km.cluster_centers_, km.n_iter_
+
+
 try:  # scikit-learn's Lloyd without the estimator's per-call overhead (validation, dispatch)
     from sklearn.cluster._k_means_common import _is_same_clustering as _same_clustering
     from sklearn.cluster._kmeans import _kmeans_single_lloyd
 
     _HAVE_SKLEARN_LLOYD = True
-except ImportError:  # pragma: no cover - private API moved: use the estimator
+except ImportError:  # private API moved: the estimator path (tested by forcing it)
     _HAVE_SKLEARN_LLOYD = False
-
-    def _same_clustering(a, b, n_clusters):
-        return np.unique(np.stack([a, b]), axis=1).shape[1] == np.unique(a).size == np.unique(b).size
+    _same_clustering = _same_clustering_numpy
 
 
 def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
@@ -280,7 +288,7 @@ def local_kmeans(
     n_iter : int
         Lloyd iterations of the kept start.
     """
-    with warnings.catch_warnings(), limit_openmp_this_thread(1):
+    with warnings.catch_warnings():
         # fewer distinct points than n_clusters: the duplicate centres end empty (dropped by the caller)
         warnings.simplefilter("ignore", ConvergenceWarning)
         tol_abs = float(np.mean(np.var(X, axis=0))) * tol
@@ -295,9 +303,8 @@ def local_kmeans(
                 centers0 = Xc[rng.choice(X.shape[0], size=n_clusters, replace=False)]
             if _HAVE_SKLEARN_LLOYD:
                 run = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
-            else:  # pragma: no cover
-                km = _SerialKMeans(n_clusters=n_clusters, init=centers0, n_init=1, max_iter=max_iter, tol=tol).fit(Xc)
-                run = (km.labels_, km.inertia_, km.cluster_centers_, km.n_iter_)
+            else:
+                run = _lloyd_estimator(Xc, centers0, max_iter=max_iter, tol=tol)
             if best is None or (run[1] < best[1] and not _same_clustering(run[0], best[0], n_clusters)):
                 best = run
         labels, _, centers, n_iter = best
@@ -694,6 +701,9 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         the paper's setting.
     random_state : int, RandomState instance or None, default=None
         Seeds every client's random stream (the server uses none).
+        ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
+        rejected, as in scikit-learn); the phase API (``client_summarize``,
+        ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads over clients (and native kernels). ``None`` means 1, ``-1`` all cores.
         Labels do not depend on it.
@@ -771,7 +781,6 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         "units": [None, StrOptions({"federated"})],
     }
     _summary_cls = FeCASummary
-    _model_cls = FeCAModel
     _reply_cls = FeCAReply
 
     def __init__(
@@ -809,7 +818,7 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         return self.n_clusters if self.n_local_clusters is None else self.n_local_clusters
 
     # phases -----------------------------------------------------------------
-    def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[FeCASummary, Any]:
+    def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[FeCASummary, dict]:
         scaler, stats = _units.local_scaler(X) if self.units is not None else (None, None)
         res = feca_client(
             X if scaler is None else scaler.transform(X), self._k_local(), rng, refine=self.refine,
@@ -821,11 +830,13 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         else:
             centers = scaler.inverse(res.centers)
         summary = FeCASummary(centers=centers, radii=res.radii, n_features=X.shape[1], feature_stats=stats)
-        # private state: (non-empty local clusters, uploaded centroids, Lloyd iterations); labels need only the reply
-        state = np.array([int((res.counts > 0).sum()), res.kept.size, res.n_iter], dtype=np.int64)
+        # private state: diagnostics only (labels need only the reply)
+        state = {"n_local": int((res.counts > 0).sum()), "n_uploaded": int(res.kept.size), "n_iter": int(res.n_iter)}
         return summary, state
 
-    def _aggregate(self, summaries: list[FeCASummary], rng: np.random.Generator) -> tuple[FeCAModel, list[FeCAReply]]:
+    def _aggregate(
+        self, summaries: list[FeCASummary], rng: np.random.Generator, n_threads: int
+    ) -> tuple[FeCAModel, list[FeCAReply]]:
         C = np.concatenate([np.asarray(s.centers, dtype=np.float64) for s in summaries])
         r = np.concatenate([np.asarray(s.radii, dtype=np.float64) for s in summaries])
         weight = None
@@ -852,9 +863,10 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         reply = FeCAReply(centers=centers, n_features=d, feature_weight=weight)
         return model, [reply] * len(summaries)
 
-    def _assign(self, X: np.ndarray, state: Any, reply: FeCAReply) -> np.ndarray:
-        return _units.nearest_weighted(X, reply.centers, reply.feature_weight,
-                                       n_jobs=getattr(self, "_kernel_threads", 1))
+    def _assign(self, X: np.ndarray, state: ClientState, reply: FeCAReply, n_threads: int) -> np.ndarray:
+        # float32 rows against the float64 centres are compared in float64: float32 and float64
+        # input get the same labels
+        return _units.nearest_weighted(X, reply.centers, reply.feature_weight, n_jobs=n_threads)
 
     # fitted attributes --------------------------------------------------------
     def _set_model_attributes(self, model: FeCAModel) -> None:
@@ -863,9 +875,8 @@ class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
         self.n_groups_ = int(model.n_groups)
         self.feature_weight_ = np.array(model.feature_weight) if model.feature_weight.size else None
 
-    def _set_client_attributes(self, states: list[Any], replies: list[FeCAReply]) -> None:
-        st = np.asarray(states, dtype=np.int64).reshape(len(states), 3)
-        self.client_n_local_ = st[:, 0].copy()
-        self.client_n_uploaded_ = st[:, 1].copy()
-        self.client_n_iter_ = st[:, 2].copy()
-        self.n_iter_ = int(st[:, 2].max())
+    def _set_client_attributes(self, states: list[ClientState], replies: list[FeCAReply]) -> None:
+        self.client_n_local_ = np.array([s["n_local"] for s in states], dtype=np.int64)
+        self.client_n_uploaded_ = np.array([s["n_uploaded"] for s in states], dtype=np.int64)
+        self.client_n_iter_ = np.array([s["n_iter"] for s in states], dtype=np.int64)
+        self.n_iter_ = int(self.client_n_iter_.max())

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
+from ._state import ClientState
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, Message
 
@@ -323,6 +323,10 @@ class FedHIRE(BaseFederatedClusterer):
     max_retries : int, default=20
         Restarts or server retries before giving up with a ValueError.
     random_state : int, RandomState instance or None, default=None
+        Seeds every client's and the server's random stream.
+        ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
+        rejected, as in scikit-learn); the phase API (``client_summarize``,
+        ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads over clients. Labels do not depend on it.
 
@@ -393,7 +397,6 @@ class FedHIRE(BaseFederatedClusterer):
         "max_retries": [Interval(Integral, 0, None, closed="left")],
     }
     _summary_cls = FedHIRESummary
-    _model_cls = FedHIREModel
     _reply_cls = FedHIREReply
     #: GOLD's MCPL objective tolerance; ``None`` for Fed-HIRE.
     _mcpl_tol: float | None = None
@@ -446,14 +449,14 @@ class FedHIRE(BaseFederatedClusterer):
         return self.server_max_candidates
 
     # phases -----------------------------------------------------------------
-    def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[FedHIRESummary, Any]:
+    def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[FedHIRESummary, dict]:
         res = fcpl_client(
             X, rng, ratio=self.client_ratio, max_candidates=self._candidate_cap(X.shape[0]), eta=self.eta,
             max_passes=self.max_passes, semantics=self.semantics,
         )
-        return FedHIRESummary(centers=res.centers, n_features=X.shape[1]), res.labels
+        return FedHIRESummary(centers=res.centers, n_features=X.shape[1]), {"labels": res.labels}
 
-    def _aggregate(self, summaries: list[FedHIRESummary], rng: np.random.Generator):
+    def _aggregate(self, summaries: list[FedHIRESummary], rng: np.random.Generator, n_threads: int):
         sizes = np.array([s.centers.shape[0] for s in summaries], dtype=np.int64)
         C = np.ascontiguousarray(np.concatenate([np.asarray(s.centers, dtype=np.float64) for s in summaries]))
         n_s = C.shape[0]
@@ -501,21 +504,20 @@ class FedHIRE(BaseFederatedClusterer):
         ]
         return model, replies
 
-    def _assign(self, X: np.ndarray, state: np.ndarray, reply: FedHIREReply) -> np.ndarray:
-        if state.shape[0] != X.shape[0]:
-            raise ValueError(f"client state holds {state.shape[0]} labels for {X.shape[0]} rows")
-        if reply.labels.shape[0] != (int(state.max()) + 1 if state.size else 0):
+    def _assign(self, X: np.ndarray, state: ClientState, reply: FedHIREReply, n_threads: int) -> np.ndarray:
+        local = state["labels"]
+        if reply.labels.shape[0] != (int(local.max()) + 1 if local.size else 0):
             raise ValueError(
                 f"the server's reply labels {reply.labels.shape[0]} clusterlets, "
-                f"but this client has {int(state.max()) + 1}"
+                f"but this client has {int(local.max()) + 1}"
             )
-        return reply.labels[state]
+        return reply.labels[local]
 
     def _set_model_attributes(self, model: FedHIREModel) -> None:
         super()._set_model_attributes(model)
         self.level_sizes_ = np.array(model.level_sizes)
         self.n_retries_ = int(model.n_retries)
 
-    def _set_client_attributes(self, states: list[np.ndarray], replies: list[FedHIREReply]) -> None:
-        self.client_granular_labels_ = [np.asarray(r.granular_labels)[s] for s, r in zip(states, replies)]
+    def _set_client_attributes(self, states: list[ClientState], replies: list[FedHIREReply]) -> None:
+        self.client_granular_labels_ = [np.asarray(r.granular_labels)[s["labels"]] for s, r in zip(states, replies)]
         self.client_n_clusterlets_ = np.array([r.labels.shape[0] for r in replies], dtype=np.int64)

@@ -67,7 +67,8 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import _kstar
-from ._parallel import effective_n_jobs, limit_openmp_this_thread, sklearn_seed
+from ._parallel import sklearn_seed
+from ._state import ClientState
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, LocalToGlobalReply, Message, MessageError
 
@@ -501,10 +502,10 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     # candidate) was ~10 % faster at 10^5 rows per client but left more tiny subclusters that
     # survive the merge as spurious clusters (ids2_22, k given: F 1.0 in 10/10 seeds with greedy,
     # 0.66 in 2/10 with plain seeding)
-    # one OpenMP thread: scikit-learn's Lloyd sums in a thread-count-dependent order (centres
-    # differ in the last bits between 1 and 2 threads), and labels must not depend on the machine
-    with limit_openmp_this_thread(1):
-        km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=sklearn_seed(rng)).fit(X)
+    # scikit-learn's Lloyd sums in a thread-count-dependent order (centres differ in the last
+    # bits between 1 and 2 threads): the estimator runs this in the base's pinned worker (one
+    # OpenMP thread), so labels do not depend on the machine
+    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=sklearn_seed(rng)).fit(X)
     return np.unique(km.labels_, return_inverse=True)[1].astype(np.int64)
 
 
@@ -1156,6 +1157,9 @@ class FedKStarHC(BaseFederatedClusterer):
         substitute rows.
     random_state : int, RandomState instance or None, default=None
         Seeds every client's and the server's random stream.
+        ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
+        rejected, as in scikit-learn); the phase API (``client_summarize``,
+        ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads for the clients and the compiled kernels. Labels do not
         depend on it.
@@ -1242,7 +1246,6 @@ class FedKStarHC(BaseFederatedClusterer):
         "stats_source": [StrOptions({"uploaded", "substitute"})],
     }
     _summary_cls = FedKStarHCSummary
-    _model_cls = FedKStarHCModel
     _reply_cls = FedKStarHCReply
 
     def __init__(
@@ -1320,7 +1323,7 @@ class FedKStarHC(BaseFederatedClusterer):
         )
 
     # phases -----------------------------------------------------------------
-    def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[FedKStarHCSummary, Any]:
+    def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[FedKStarHCSummary, dict]:
         n, d = X.shape
         robust = self.mode == "robust"
         if self.n_micro is None:
@@ -1357,14 +1360,13 @@ class FedKStarHC(BaseFederatedClusterer):
         sub_counts = counts.copy() if m is None else np.minimum(counts, m)
         summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs,
                                     sub_counts=sub_counts, n_features=d)
-        return summary, labels
+        return summary, {"labels": labels}
 
-    def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator):
+    def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator, n_threads: int):
         d = int(summaries[0].n_features)
         sizes = np.array([s.counts.shape[0] for s in summaries], dtype=np.int64)
         k0 = int(sizes.sum())
         counts = np.concatenate([s.counts for s in summaries]).astype(np.int64)
-        n_threads = int(getattr(self, "_kernel_threads", None) or effective_n_jobs(self.n_jobs))
         if self.mode == "robust":
             model = self._merge_robust(summaries, counts, d, n_threads)
         else:
@@ -1493,8 +1495,8 @@ class FedKStarHC(BaseFederatedClusterer):
             return int(self.min_size)
         return ROBUST_MIN_SIZE if self.mode == "robust" else d + 2
 
-    def _assign(self, X: np.ndarray, state: Any, reply: FedKStarHCReply) -> np.ndarray:
-        local = np.asarray(state)
+    def _assign(self, X: np.ndarray, state: ClientState, reply: FedKStarHCReply, n_threads: int) -> np.ndarray:
+        local = state["labels"]
         if local.shape != (X.shape[0],) or (local.size and local.max() >= reply.local_to_global.shape[0]):
             raise MessageError(
                 "the reply's local_to_global does not fit this client's subclusters "

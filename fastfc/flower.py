@@ -14,13 +14,15 @@ Flow of one run:
 1. The ServerApp waits for the SuperNodes (``num-clients``, at most
    ``wait-timeout`` seconds) and sends each a ``summarize`` task.
 2. Each ClientApp loads *its own* data (node config ``data-path``), runs the
-   client phase, keeps its private state on local disk and replies with its
-   summary. Its ``client-index`` (node config) fixes its position, hence its
-   random stream.
-3. The server validates the summaries, applies the missing-client policy
+   client phase, keeps its private state on local disk (a
+   :class:`~fastfc._state.ClientState` archive, no pickle) and replies with its
+   summary, addressed with its ``client-index`` (node config), which fixes its
+   position, hence its random stream.
+3. The server validates the summaries (a summary whose address differs from its
+   sender's ``client-index`` is that client's fault), applies the missing-client policy
    (``min-clients``, ``on-missing``), runs the server phase and sends each
-   responder its reply in an ``assign`` task.
-4. Each client labels its rows and writes them locally (node config
+   responder its reply, addressed to that client, in an ``assign`` task.
+4. Each client checks that the reply is addressed to it, labels its rows and writes them locally (node config
    ``labels-path``); only a count goes back. Per-row labels never leave a client.
 5. The server writes a JSON report (run config ``report-path``): who answered,
    who was missing and why, the global model's size and the timings.
@@ -36,13 +38,15 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ._state import ClientState
 from .experiment import make_estimator
 from .protocol import Message, MessageError, decode_message
 
@@ -57,12 +61,8 @@ __all__ = [
     "make_client_app",
     "make_server_app",
     "LocalFederation",
-    "APP_DIR",
     "write_app_project",
 ]
-
-#: the Flower app project of a source checkout (examples/flower); see :func:`write_app_project`
-APP_DIR = Path(__file__).resolve().parents[1] / "examples" / "flower"
 
 _APP_PYPROJECT = """\
 [build-system]
@@ -181,7 +181,7 @@ class ClientWorker:
     def _state_file(self, run_key: str) -> Path:
         base = Path(self.state_dir) if self.state_dir else Path(self.data_path).resolve().parent
         base.mkdir(parents=True, exist_ok=True)
-        return base / f".fastfc-state-{run_key}-client{self.client_index}.npy"
+        return base / f".fastfc-state-{run_key}-client{self.client_index}.npz"
 
     def summarize(self, task: dict, *, run_key: str) -> np.ndarray:
         """Run the client phase; keep the private state locally; return the summary bytes."""
@@ -190,9 +190,7 @@ class ClientWorker:
         summary, state = est.client_summarize(
             X, client_index=self.client_index, random_state=task["random_state"], restart=task.get("restart", 0)
         )
-        if not isinstance(state, np.ndarray):
-            raise TypeError(f"{task['method']}: client state of type {type(state).__name__} cannot be stored")
-        np.save(self._state_file(run_key), state, allow_pickle=False)
+        state.save(self._state_file(run_key))
         return encode_payload(summary)
 
     def assign(self, task: dict, payload: Any, *, run_key: str) -> int:
@@ -203,7 +201,7 @@ class ClientWorker:
         state_file = self._state_file(run_key)
         if not state_file.is_file():
             raise FederationError(f"client {self.client_index}: no summary state for this run (was it summarized?)")
-        state = np.load(state_file, allow_pickle=False)
+        state = ClientState.load(state_file)
         labels = est.client_assign(X, state, reply)
         out = Path(self.labels_path) if self.labels_path else Path(str(self.data_path) + ".labels.npy")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -304,14 +302,24 @@ def run_server_phases(
                 failures.append(res)
                 continue
             header, payload = res
-            try:
-                idx = int(header["client-index"])
-                summary = decode_payload(payload, method=summary_cls.METHOD, kind=summary_cls.KIND)
-            except (MessageError, KeyError, TypeError, ValueError) as exc:
-                failures.append(ClientFailure(node, f"malformed summary rejected: {exc}"))
+            # only what the client sent can be its fault: a malformed or missing client-index header, or
+            # a MessageError on its bytes. Any other exception here is a server bug and propagates.
+            idx = header.get("client-index") if isinstance(header, Mapping) else None
+            if not isinstance(idx, (Integral, np.integer)) or isinstance(idx, (bool, np.bool_)):
+                failures.append(ClientFailure(node, f"malformed reply header: client-index {idx!r} is not an integer"))
                 continue
+            idx = int(idx)
             if not 0 <= idx < n_clients:
                 failures.append(ClientFailure(node, f"client-index {idx} outside 0..{n_clients - 1}"))
+                continue
+            try:
+                summary = decode_payload(payload, method=summary_cls.METHOD, kind=summary_cls.KIND)
+            except MessageError as exc:
+                failures.append(ClientFailure(node, f"malformed summary rejected: {exc}"))
+                continue
+            if summary.client != idx:
+                failures.append(ClientFailure(
+                    node, f"summary addressed to client {summary.client!r} but sent as client-index {idx}"))
                 continue
             if idx in by_index:
                 failures.append(ClientFailure(node, f"duplicate client-index {idx} (also {by_index[idx][0]})"))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Any
 
 import warnings
 
@@ -34,7 +33,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
-from ._parallel import limit_openmp_this_thread, sklearn_seed
+from ._parallel import sklearn_seed
+from ._state import ClientState
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, LocalToGlobalReply, Message, MessageError
 
@@ -146,6 +146,9 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     singular vectors of the (uncentred) data, computed from the ``d x d``
     Gram matrix: O(n d^2). A proximity set that comes out empty falls back to
     its k-means++ seed (the published code would produce NaN there).
+    scikit-learn's Lloyd reduces per-thread partial sums, so the centres depend
+    in the last bits on the calling thread's OpenMP setting; the estimator runs
+    this inside :func:`fastfc._parallel.pinned_worker` (one OpenMP thread).
     """
     n, d = X.shape
     if n <= n_local:
@@ -175,10 +178,7 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
     km = KMeans(n_clusters=n_local, init=init, n_init=1, max_iter=max_iter, tol=tol, random_state=sklearn_seed(rng))
-    # scikit-learn's Lloyd reduces its per-thread partial sums in an order that depends on
-    # the OpenMP thread count, which is per calling thread: one thread, whatever n_jobs
-    with limit_openmp_this_thread(1):
-        km.fit(X)
+    km.fit(X)
     return km.cluster_centers_.astype(X.dtype, copy=False), km.labels_.astype(np.int64)
 
 
@@ -311,6 +311,9 @@ class KFed(_units.WeightedPredictMixin, BaseFederatedClusterer):
         Relative tolerance of the local (and converged server) Lloyd.
     random_state : int, RandomState instance or None, default=None
         Seeds every client's and the server's random stream.
+        ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
+        rejected, as in scikit-learn); the phase API (``client_summarize``,
+        ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads for the clients (and native kernels). ``None`` means 1, ``-1``
         all cores. Labels do not depend on it.
@@ -383,7 +386,6 @@ class KFed(_units.WeightedPredictMixin, BaseFederatedClusterer):
         "tol": [Interval(Real, 0, None, closed="left")],
     }
     _summary_cls = KFedSummary
-    _model_cls = KFedModel
     _reply_cls = KFedReply
 
     def __init__(
@@ -435,18 +437,20 @@ class KFed(_units.WeightedPredictMixin, BaseFederatedClusterer):
             )
 
     # phases -----------------------------------------------------------------
-    def _summarize(self, X: np.ndarray, rng: np.random.Generator) -> tuple[KFedSummary, Any]:
+    def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[KFedSummary, dict]:
         k_local = self._k_local()
         if self.units is None:
             centers, labels = local_awasthi_sheffet(X, k_local, rng, max_iter=self.max_iter, tol=self.tol)
-            return KFedSummary(centers=centers, n_features=X.shape[1]), labels
+            return KFedSummary(centers=centers, n_features=X.shape[1]), {"labels": labels}
         scaler, stats = _units.local_scaler(X)
         centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter, tol=self.tol)
         centers = X.copy() if X.shape[0] <= k_local else scaler.inverse(centers)  # n <= k': the rows, exactly
         summary = KFedSummary(centers=centers, n_features=X.shape[1], feature_stats=stats)
-        return summary, labels
+        return summary, {"labels": labels}
 
-    def _aggregate(self, summaries: list[KFedSummary], rng: np.random.Generator) -> tuple[KFedModel, list[KFedReply]]:
+    def _aggregate(
+        self, summaries: list[KFedSummary], rng: np.random.Generator, n_threads: int
+    ) -> tuple[KFedModel, list[KFedReply]]:
         sizes = np.array([s.centers.shape[0] for s in summaries])
         U = np.concatenate([np.asarray(s.centers, dtype=np.float64) for s in summaries])
         if U.shape[0] < self.n_clusters:
@@ -473,7 +477,7 @@ class KFed(_units.WeightedPredictMixin, BaseFederatedClusterer):
             tol=self.tol if self.server_max_iter is None else 0.0,
             random_state=seed,
         )
-        with limit_openmp_this_thread(1), warnings.catch_warnings():  # same summation order for any n_jobs
+        with warnings.catch_warnings():  # one OpenMP thread (the base's pinned worker): same order for any n_jobs
             if weight is not None and not weight.any():  # identical rows: global_scaler said so
                 warnings.simplefilter("ignore", ConvergenceWarning)
             km.fit(U)
@@ -488,13 +492,13 @@ class KFed(_units.WeightedPredictMixin, BaseFederatedClusterer):
         ]
         return model, replies
 
-    def _assign(self, X: np.ndarray, state: Any, reply: KFedReply) -> np.ndarray:
-        local = np.asarray(state)
+    def _assign(self, X: np.ndarray, state: ClientState, reply: KFedReply, n_threads: int) -> np.ndarray:
+        local = state["labels"]
         if local.shape != (X.shape[0],) or (local.size and local.max() >= reply.local_to_global.shape[0]):
             raise MessageError(
                 "the reply's local_to_global does not fit this client's local clustering "
                 f"({reply.local_to_global.shape[0]} local centres in the reply)"
             )
         if self.assign == "nearest":
-            return _units.nearest_weighted(X, reply.centers, reply.feature_weight, n_jobs=getattr(self, "_kernel_threads", 1))
+            return _units.nearest_weighted(X, reply.centers, reply.feature_weight, n_jobs=n_threads)
         return reply.local_to_global[local]
