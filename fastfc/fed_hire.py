@@ -205,6 +205,12 @@ def fcpl_client(
         (n_samples,).
     """
     n = X.shape[0]
+    if n == 1:
+        warnings.warn(
+            "a client holds a single row: its upload is that row itself, and the server clusters it "
+            "as one point",
+            DegenerateFederationWarning, stacklevel=2,
+        )
     k = candidate_count(ratio, n)
     if max_candidates is not None:
         k = min(k, int(max_candidates))
