@@ -124,12 +124,7 @@ def test_keep_singletons_matches_reference(case):
     centres = rng.normal(scale=4.0, size=(int(rng.integers(1, 6)), d))
     X = centres[rng.integers(len(centres), size=n)] + rng.normal(size=(n, d))
     k = candidate_count(0.5, n)
-    seeds = rng.permutation(n)[:k]
-    got = cpl(X, k, seeds=seeds, keep_singletons=True)
-    centers, labels, k_out, passes = R.reference_cpl(X, k, seeds, keep_singletons=True)
-    np.testing.assert_array_equal(got.labels, labels)
-    assert got.n_clusters == k_out and got.n_passes == passes
-    np.testing.assert_allclose(got.centers, centers, rtol=1e-10, atol=1e-12)
+    R.assert_cpl_matches(X, k, rng.permutation(n)[:k], keep_singletons=True)
 
 
 def test_keep_singletons_changes_something_and_is_ignored_by_reference():
