@@ -10,6 +10,13 @@ one of ``n_clusters`` global labels. Each client receives the global label
 (and the granular labels) of its own clusterlets and labels its rows through
 their clusterlet.
 
+Robust default (``semantics="robust"``) on top of the published algorithm: clients
+run CPL on rows standardised with their own statistics and the server standardises
+the uploaded centroids (unit-free, still one shot), and the last step adds a Ward
+linkage level with exactly ``n_clusters`` groups from which the weighted k-modes
+starts (:func:`linkage_fusion`). ``semantics="reference"`` keeps the authors'
+behaviour for parity studies.
+
 Specs: ``shared/specs/fed_hire.md`` (per-sample semantics checked against the
 authors' code) and ``shared/specs/gold.md`` (GOLD, :mod:`fastfc.gold`).
 The numeric engine is :mod:`fastfc._cpl` on the Numba kernels of
