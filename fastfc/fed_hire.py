@@ -404,7 +404,7 @@ def server_hierarchy(
     return labels, Z
 
 
-_FUSION_REFINE = True
+#: above this many uploaded centroids the Ward linkage runs on k-means groups of them
 _LINK_MAX_POINTS = 4096
 
 
@@ -441,8 +441,6 @@ def _linkage_kmodes(C, levels: list[np.ndarray], n_clusters: int, max_iter: int,
     """Weighted k-modes on the levels with ``> n_clusters`` groups plus the linkage level,
     started from the linkage level's groups (each group's most frequent label row)."""
     top = linkage_fusion(C, n_clusters, rng)
-    if not _FUSION_REFINE:
-        return top
     kept = [lv for lv in levels if int(lv.max()) + 1 > n_clusters]
     Z = np.ascontiguousarray(np.column_stack(kept + [top]).astype(np.int64))
     U, inv = np.unique(Z, axis=0, return_inverse=True)
