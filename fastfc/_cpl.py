@@ -106,6 +106,7 @@ def cpl(
     seeds,
     semantics: str = "robust",
     eps: float = 1e-12,
+    keep_singletons: bool = False,
 ) -> CPLResult:
     """Run competitive penalized learning (CPL) once.
 
@@ -140,6 +141,11 @@ def cpl(
         ``a = 1`` is what matches their published quality (see the kernel's comment).
     eps : float, default=1e-12
         Robust zero-variance threshold on ``sigma^2 + sigma_out^2`` (ignored by reference).
+    keep_singletons : bool, default=False
+        Robust semantics only: a candidate left with one member is not killed at the
+        weight update (it still dies when it loses its member). Fed-HIRE/GOLD's robust
+        client default (a client's only row of a class would otherwise join another
+        class's clusterlet); ignored in reference semantics.
 
     Returns
     -------
@@ -220,7 +226,8 @@ def cpl(
             bufs = [np.empty((k, d)) for _ in range(6)]
             bufs.append(np.empty((7, d)))
             bufs.append(np.empty((2, d), dtype=np.int64))
-        cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, float(eps), *bufs)
+        cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, float(eps), *bufs,
+                            int(bool(keep_singletons) and not reference))
         n_live = cpl_compact_live(live, live_idx, inlist)
 
     act = np.flatnonzero(cnt > 0)

@@ -53,23 +53,25 @@ def gaussian_hellinger(mu1, v1, mu2, v2):
         return math.sqrt(1.0 - bc) if 1.0 - bc >= 0 else float("nan")
 
 
-def reference_feature_weights(X, y, k, C, semantics="robust", eps=1e-12, live=None):
+def reference_feature_weights(X, y, k, C, semantics="robust", eps=1e-12, live=None, keep_singletons=False):
     """Direct O(k n d) feature weights (§3.1.5), plus the robust (§3.1.7) or NaN (§3.1.6) rules.
 
     Returns ``(Mw, live_after)`` where ``Mw`` is (k, d): robust rows of dead candidates are
     NaN here (the kernel leaves them untouched; compare live rows only), reference NaN rows are
     NaN. ``live_after`` is the live mask after the update (robust: singletons killed, never the
-    last live one; reference: finite rows with members).
+    last live one; reference: finite rows with members). ``keep_singletons`` (robust only):
+    a candidate with one member stays live and gets the formula's weights.
     """
     X = np.asarray(X, dtype=float)
     n, d = X.shape
     Mw = np.full((k, d), np.nan)
+    min_live = 1 if keep_singletons else 2
     if live is None:
         live = np.ones(k, dtype=bool)
     live = np.asarray(live, dtype=bool).copy()
     counts = np.array([(y == j).sum() for j in range(k)])
     if semantics == "robust":
-        surv = [j for j in range(k) if live[j] and counts[j] >= 2]
+        surv = [j for j in range(k) if live[j] and counts[j] >= min_live]
         keep = None
         if not surv:
             cand = [j for j in range(k) if live[j]]
@@ -79,7 +81,7 @@ def reference_feature_weights(X, y, k, C, semantics="robust", eps=1e-12, live=No
         if semantics == "robust":
             if not live[j]:
                 continue
-            if m <= 1:
+            if m < min_live:
                 if j == keep:
                     Mw[j] = 1.0 / d
                 else:
@@ -130,7 +132,7 @@ def _wdist(x, C, Mw):
     return np.sum(Mw * (x - C) ** 2, axis=1)
 
 
-def reference_cpl(X, k, seeds, eta=0.05, max_passes=31, semantics="robust", eps=1e-12):
+def reference_cpl(X, k, seeds, eta=0.05, max_passes=31, semantics="robust", eps=1e-12, keep_singletons=False):
     """Literal CPL run. Returns ``(centers, labels, n_clusters, n_passes)`` like ``cpl``."""
     X = np.asarray(X, dtype=float)
     n, d = X.shape
@@ -191,7 +193,8 @@ def reference_cpl(X, k, seeds, eta=0.05, max_passes=31, semantics="robust", eps=
             if not changed or passes >= max_passes:
                 break
             C = S / m[:, None]
-            Mw_new, live = reference_feature_weights(X, y, k, C, semantics, eps, live=alive)
+            Mw_new, live = reference_feature_weights(X, y, k, C, semantics, eps, live=alive,
+                                                     keep_singletons=keep_singletons)
             if semantics == "robust":
                 Mw = np.where(live[:, None], Mw_new, Mw)
                 alive = live
@@ -201,6 +204,17 @@ def reference_cpl(X, k, seeds, eta=0.05, max_passes=31, semantics="robust", eps=
     remap = np.full(k, -1)
     remap[act] = np.arange(act.shape[0])
     return S[act] / m[act][:, None], remap[y].astype(np.int64), int(act.shape[0]), passes
+
+
+def assert_cpl_matches(X, k, seeds, **params):
+    """``fastfc._cpl.cpl`` and :func:`reference_cpl` agree: labels, count, passes, centres."""
+    from fastfc._cpl import cpl
+
+    got = cpl(X, k, seeds=seeds, **params)
+    centers, labels, k_out, passes = reference_cpl(X, k, seeds, **params)
+    np.testing.assert_array_equal(got.labels, labels)
+    assert got.n_clusters == k_out and got.n_passes == passes
+    np.testing.assert_allclose(got.centers, centers, rtol=1e-10, atol=1e-12)
 
 
 def reference_objective(X, labels, centers, Mw_active):

@@ -6,11 +6,6 @@ import pytest
 from conftest import ESTIMATOR_NAMES, make_all_estimators
 
 #: degenerate inputs the library handles badly today (issue 12), per estimator
-IDENTICAL_ROWS_SPLIT = {
-    "FedHIRE": "issue 12: 50 identical rows over two clients come back as two clusters (22 + 28 rows)",
-    "GOLD": "issue 12: 50 identical rows over two clients come back as two clusters (22 + 28 rows)",
-}
-
 SINGLE_ROW_CLIENTS_MIXED = {
     "FeCA": "issue 12: every single-row client uploads its row with radius 0, the server's groups all have size 1 "
             "and the first two win the tie: centres (0, 0) and (0.1, 0), the three rows near (9, 9) are labelled "
@@ -208,8 +203,6 @@ def test_same_random_state_gives_same_labels(make):
 def test_identical_rows_form_one_cluster(make, request):
     """All rows identical (over two clients): one cluster holds them all, whatever n_clusters
     asks; fewer clusters than asked may warn."""
-    if make.name in IDENTICAL_ROWS_SPLIT:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=IDENTICAL_ROWS_SPLIT[make.name]))
     import warnings
 
     with warnings.catch_warnings():

@@ -37,7 +37,9 @@ def test_hierarchy_is_pure_on_separated_blobs(cls):
     y = np.concatenate(ys)
     G = np.concatenate(est.client_granular_labels_)
     for level in range(G.shape[1]):
-        assert purity_score(y, G[:, level]) == 1.0
+        # GOLD's default stop rule (mcpl_tol) runs more stages and may add levels coarser than k
+        if cls is FedHIRE or est.level_sizes_[level] >= 3:
+            assert purity_score(y, G[:, level]) == 1.0
     assert est.labels_.dtype == np.int32 and est.labels_.shape == y.shape
     assert [len(l) for l in est.client_labels_] == [len(x) for x in Xs]
     assert est.cluster_centers_.shape == (est.n_clusters_, 3)
@@ -50,12 +52,11 @@ def test_hierarchy_is_pure_on_separated_blobs(cls):
     assert est.client_n_clusterlets_.sum() == est.global_model_.clusterlet_labels.shape[0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: ARI 0.46, 0.68, 0.60, 0.25, 0.62 on seeds 0-4 (FedHIRE and GOLD "
-                                       "alike): the final weighted k-modes joins pure groups of different blobs")
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_recovers_separated_blobs_on_every_seed(cls):
     """Three blobs 8 apart with std 0.6: the global labels recover them (ARI > 0.99) for every
-    seed 0-4, as every hierarchy level already does (test above)."""
+    seed 0-4, as every hierarchy level already does (test above). Before issue 12's robust
+    default: ARI 0.46, 0.68, 0.60, 0.25, 0.62 (the weighted k-modes joined pure groups)."""
     Xs, ys = _blob_clients()
     y = np.concatenate(ys)
     aris = [adjusted_rand_score(y, cls(n_clusters=3, random_state=s).fit_clients(Xs).labels_) for s in range(5)]
@@ -129,8 +130,11 @@ def test_tiny_clients_fewer_rows_than_candidates():
     rng = np.random.default_rng(0)
     Xs = [rng.normal(size=(1, 2)), rng.normal(size=(2, 2)), rng.normal(size=(3, 2)) + 5, rng.normal(size=(40, 2))]
     est = FedHIRE(n_clusters=2, random_state=0).fit_clients(Xs)
-    assert est.client_n_clusterlets_[0] == 1 and est.client_n_clusterlets_[1] == 1
+    # robust default: at least min(n, 16) candidates and singletons kept, so both rows stay
+    assert est.client_n_clusterlets_[0] == 1 and est.client_n_clusterlets_[1] == 2
     assert sum(len(l) for l in est.client_labels_) == 46
+    ref = FedHIRE(n_clusters=2, semantics="reference", random_state=0).fit_clients(Xs)
+    assert ref.client_n_clusterlets_[0] == 1 and ref.client_n_clusterlets_[1] == 1
 
 
 def test_single_global_cluster():
@@ -153,8 +157,8 @@ def test_impossible_n_clusters_gives_clear_error():
     Xs, _ = _blob_clients(7)
     with pytest.raises(ValueError, match="fewer than n_clusters=200"):
         FedHIRE(n_clusters=200, random_state=0).fit_clients(Xs)
-    with pytest.raises(ValueError, match="distinct label rows"):
-        FedHIRE(n_clusters=30, random_state=0, on_init_failure="raise").fit_clients(Xs)
+    with pytest.raises(ValueError, match="distinct label rows"):  # the published k-modes start
+        FedHIRE(n_clusters=30, random_state=0, fusion="kmodes", on_init_failure="raise").fit_clients(Xs)
 
 
 def test_gold_without_tolerance_is_fed_hire_and_with_it_keeps_a_valid_hierarchy():

@@ -768,7 +768,7 @@ def cpl_compact_live(live, live_idx, inlist):
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, eps,
-                        b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext):
+                        b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0):
     """Recompute the feature weights ``Mw`` from the current partition in ``O(n d + k d)``.
 
     Parameters
@@ -792,6 +792,8 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
     b_sum, b_mu, b_q, b_g, b_min, b_max : ndarray of shape (k, d), float64. Scratch.
     b_feat : ndarray of shape (7, d), float64. Scratch.
     b_jext : ndarray of shape (2, d), int64. Scratch.
+    keep_singletons : int, default 0. Robust only: 1 = a candidate with one member stays
+        live (its weights follow the formulas, with variance 0 inside); 0 = it dies, as above.
 
     Notes
     -----
@@ -881,7 +883,7 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
     if reference == 0:
         n_surv = 0
         for j in range(k):
-            if live[j] != 0 and cnt[j] >= 2:
+            if live[j] != 0 and (cnt[j] >= 2 or (keep_singletons != 0 and cnt[j] == 1)):
                 n_surv += 1
         if n_surv == 0:
             for j in range(k):
@@ -895,7 +897,7 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
         if reference == 0:
             if live[j] == 0:
                 continue
-            if m <= 1:
+            if m == 0 or (m == 1 and keep_singletons == 0):
                 if j == keep:
                     for z in range(d):
                         Mw[j, z] = inv_d
