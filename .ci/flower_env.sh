@@ -33,4 +33,19 @@ fi
 "$VENV/bin/pip" install -q --no-build-isolation --force-reinstall --no-deps . >&2
 "$VENV/bin/pip" install -q --no-build-isolation . >&2
 "$VENV/bin/python" -c "import flwr, fastfc.flower; assert flwr.__version__ == '$FLWR', flwr.__version__" >&2
+# warm the on-disk Numba cache of this install (a SuperNode's first task must not spend the reply
+# time-out compiling): one small fit of every method, in the venv the SuperNodes run from
+"$VENV/bin/python" - >&2 <<'PY'
+import time
+import numpy as np
+import fastfc
+t0 = time.perf_counter()
+rng = np.random.default_rng(0)
+X = [rng.normal(size=(60, 3)) + 6 * (i % 2) for i in range(3)]
+for name in ("KFed", "FeCA", "FedHIRE", "GOLD", "FedKStarHC"):
+    getattr(fastfc, name)(n_clusters=2, random_state=0).fit_clients(X)
+    getattr(fastfc, name)(n_clusters=2, random_state=0).fit_clients([x.astype(np.float32) for x in X])
+fastfc.FedKStarHC(n_clusters=None, random_state=0).fit_clients(X)
+print(f"flower_env: Numba cache warmed in {time.perf_counter() - t0:.0f} s")
+PY
 echo "$(cd "$VENV/bin" && pwd)"
