@@ -33,7 +33,6 @@ __all__ = [
     "local_scaler",
     "global_scaler",
     "nearest_weighted",
-    "WeightedPredictMixin",
     "fill_empty_array",
     "check_unit_fields",
     "scale_ratio",
@@ -216,32 +215,6 @@ def nearest_weighted(X: np.ndarray, centers: np.ndarray, weight: np.ndarray | No
     Xw = np.ascontiguousarray(np.asarray(X, dtype=np.float64) * w)
     Cw = np.ascontiguousarray(np.asarray(centers, dtype=np.float64) * w)
     return assign_nearest(Xw, Cw, n_jobs=n_jobs)
-
-
-class WeightedPredictMixin:
-    """``predict`` for estimators whose fitted ``feature_weight_`` sets the units of distance.
-
-    Put it before :class:`~fastfc.base.BaseFederatedClusterer` in the bases.
-    """
-
-    def predict(self, X):
-        """Label new rows by their nearest global centre, in federated units unless ``units=None``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,), dtype=int32
-        """
-        from sklearn.utils.validation import check_is_fitted
-
-        from ._validation import check_client_data
-
-        check_is_fitted(self, "cluster_centers_")
-        X = check_client_data(X, estimator=self, reset=False)
-        return nearest_weighted(X, self.cluster_centers_, getattr(self, "feature_weight_", None), n_jobs=self.n_jobs)
 
 
 def fill_empty_array(message, field: str, shape: tuple) -> None:

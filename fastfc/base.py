@@ -446,6 +446,9 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def predict(self, X):
         """Label new rows by their nearest global cluster centre.
 
+        Distances are measured in the units the fit used: raw units, or, when the estimator
+        fitted per-feature distance weights (``feature_weight_``, federated units), in those.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -456,10 +459,10 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         """
         check_is_fitted(self, "cluster_centers_")
         X = check_client_data(X, estimator=self, reset=False)
-        from ._assign import assign_nearest
+        from ._units import nearest_weighted
 
         # float32 rows are compared with the float64 centres in float64: the same labels as float64 input
-        return assign_nearest(X, self.cluster_centers_, n_jobs=self.n_jobs)
+        return nearest_weighted(X, self.cluster_centers_, getattr(self, "feature_weight_", None), n_jobs=self.n_jobs)
 
     def fit_predict(self, X, y=None, *, client_ids=None):
         """Fit and return ``labels_`` (input row order).

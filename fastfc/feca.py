@@ -648,7 +648,7 @@ def feca_server(centers: np.ndarray, radii: np.ndarray, n_clusters: int) -> tupl
 
 
 # -------------------------------------------------------------- estimator
-class FeCA(_units.WeightedPredictMixin, BaseFederatedClusterer):
+class FeCA(BaseFederatedClusterer):
     """FeCA: one-shot federated k-means by centroid refinement and radius aggregation.
 
     Parameters

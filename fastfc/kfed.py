@@ -262,7 +262,7 @@ def farthest_first_seeds(U: np.ndarray, first: np.ndarray, n_clusters: int) -> n
 
 
 # -------------------------------------------------------------- estimator
-class KFed(_units.WeightedPredictMixin, BaseFederatedClusterer):
+class KFed(BaseFederatedClusterer):
     """k-FED: one-shot federated k-means (Dennis, Li & Smith, 2021).
 
     Parameters
