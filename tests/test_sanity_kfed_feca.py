@@ -72,6 +72,40 @@ def test_feca_merging_pieces_is_what_recovers_some_classes_splits(case):
     assert merged.client_n_uploaded_.sum() < paper.client_n_uploaded_.sum()
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_kfed_default_finds_twenty_clusters(seed):
+    """K=20 over 10 clients of 200 rows (10 rows per cluster per client), seeds 0-4: all 20 found."""
+    case = replace(BASE, n_clusters=20, seed=seed)
+    est, y = _fit(KFed(n_clusters=20, random_state=seed), case)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+def test_kfed_one_local_start_loses_the_closest_pair():
+    """K=20, seed 1: with one local start (the published code) most clients merge the closest pair of
+    clusters into one midpoint centre and the server keeps the midpoint (19 clusters); the default's
+    best of 5 local starts finds all 20."""
+    case = replace(BASE, n_clusters=20, seed=1)
+    one, y = _fit(KFed(n_clusters=20, local_n_init=1, random_state=1), case)
+    best, _ = _fit(KFed(n_clusters=20, random_state=1), case)
+    assert adjusted_rand_score(y, one.labels_) < 0.99
+    assert adjusted_rand_score(y, best.labels_) >= 0.99
+
+
+def test_local_starts_keep_the_lowest_inertia():
+    """The starts are drawn one after the other from the client's stream, so the first of five is the
+    single start: the best of five has at most its inertia."""
+    from fastfc.kfed import local_awasthi_sheffet
+
+    X, _ = make_sanity_case(replace(BASE, n_clusters=20, n_clients=1, rows_per_client=400, seed=1))
+    X = X[0]
+
+    def inertia(n_init):
+        c, lab = local_awasthi_sheffet(X, 20, np.random.default_rng(3), n_init=n_init)
+        return ((X - c[lab]) ** 2).sum()
+
+    assert inertia(5) <= inertia(1)
+
+
 def test_gaussian_check_matches_scipy_anderson():
     import scipy.stats
 
@@ -153,7 +187,7 @@ _MAIN_CASES = {
     "k3": SanityCase(n_clusters=3, n_features=4, n_clients=4, rows_per_client=15, seed=3),
     "k4dir": SanityCase(n_clusters=4, n_features=3, n_clients=5, rows_per_client=12, split="dirichlet", seed=1),
 }
-_PAPER = dict(server_init="farthest-first", server_max_iter=1, units=None)
+_PAPER = dict(server_init="farthest-first", server_max_iter=1, units=None, local_n_init=1)
 
 
 @pytest.mark.parametrize("name", sorted(_MAIN_CASES))
