@@ -627,6 +627,13 @@ def feca_server(centers: np.ndarray, radii: np.ndarray, n_clusters: int) -> tupl
     Notes
     -----
     O(T log T) for the sort plus O(T^2 d) worst case for the grouping, no T x T matrix.
+
+    When every radius is 0 (each client's clusters are single rows, e.g. one row per
+    client), the balls group only identical centroids and, with more than ``k`` distinct
+    ones, every group ties in size, so the top ``k`` would be the first ``k`` uploads.
+    The radii say nothing about scale there; the grouping then falls back to
+    :func:`_group_without_radii` (Ward's agglomeration of the centroids into ``k``
+    groups). Not in the paper.
     """
     C = np.ascontiguousarray(centers, dtype=np.float64)
     r = np.ascontiguousarray(radii, dtype=np.float64)
@@ -634,6 +641,8 @@ def feca_server(centers: np.ndarray, radii: np.ndarray, n_clusters: int) -> tupl
     order = np.argsort(-r, kind="stable").astype(np.int64)
     group_of = np.empty(T, dtype=np.int64)
     n_groups = int(K.group_by_radius(C, r, order, group_of))
+    if n_groups > n_clusters and not r.any():
+        group_of, n_groups = _group_without_radii(C, int(n_clusters)), int(n_clusters)
     sizes = np.bincount(group_of, minlength=n_groups)
     rank = np.argsort(-sizes, kind="stable")  # ties keep creation order
     n_out = min(int(n_clusters), n_groups)
@@ -645,6 +654,33 @@ def feca_server(centers: np.ndarray, radii: np.ndarray, n_clusters: int) -> tupl
     np.add.at(sums, member_of[mask], C[mask])
     group_sizes = sizes[rank[:n_out]].astype(np.int64)
     return sums / group_sizes[:, None], group_sizes, member_of, n_groups
+
+
+def _group_without_radii(C: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Group centroids that carry no radius: Ward's agglomeration into ``n_clusters`` groups.
+
+    Parameters
+    ----------
+    C : ndarray of shape (T, n_features), float64
+        Uploaded centroids, ``T > n_clusters`` (duplicates allowed: they merge first, at
+        zero cost).
+    n_clusters : int
+
+    Returns
+    -------
+    group_of : ndarray of shape (T,), int64
+        Group of every centroid, numbered in order of first member (deterministic).
+
+    Notes
+    -----
+    O(T^2) memory and time (scikit-learn's Ward linkage); only reached when every
+    upload has radius 0, so ``T`` is the number of uploaded single rows.
+    """
+    from sklearn.cluster import AgglomerativeClustering
+
+    raw = AgglomerativeClustering(n_clusters=n_clusters, linkage="ward").fit_predict(C)
+    _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first, kind="stable"), kind="stable")[inverse].astype(np.int64)
 
 
 # -------------------------------------------------------------- estimator

@@ -252,3 +252,26 @@ def test_scale_ratio_is_exact_for_proportional_spreads():
     local_len = np.linalg.norm(v / np.sqrt(stats[2]))
     global_len = np.linalg.norm(v * weight)
     assert _units.scale_ratio(stats, weight) * local_len == pytest.approx(global_len)
+
+
+# ------------------------------------------------------------------ FeCA server, radius-free uploads
+def test_feca_server_groups_zero_radius_uploads_by_proximity():
+    """Every radius 0 (single-row clients) and more distinct centroids than k: the balls would give
+    size-1 groups that tie, so the first k uploads won; the server groups by Ward instead."""
+    from fastfc.feca import feca_server
+
+    C = np.array([[0.0, 0], [9, 9], [0.1, 0], [9.1, 9], [0, 0.1], [9, 9.1]])
+    centres, sizes, members, n_groups = feca_server(C, np.zeros(6), 2)
+    assert n_groups == 2 and sizes.tolist() == [3, 3]
+    np.testing.assert_array_equal(members, [0, 1, 0, 1, 0, 1])
+    np.testing.assert_allclose(centres, [C[0::2].mean(0), C[1::2].mean(0)])
+
+
+def test_feca_server_zero_radius_duplicates_keep_the_ball_grouping():
+    """Zero radii but no more distinct centroids than k: the closed balls group identical centroids,
+    as the paper's server does."""
+    from fastfc.feca import feca_server
+
+    C = np.array([[1.0, 2], [1.0, 2], [5, 5]])
+    _, sizes, members, n_groups = feca_server(C, np.zeros(3), 2)
+    assert n_groups == 2 and sizes.tolist() == [2, 1] and members.tolist() == [0, 0, 1]
