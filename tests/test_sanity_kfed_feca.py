@@ -106,6 +106,32 @@ def test_local_starts_keep_the_lowest_inertia():
     assert inertia(5) <= inertia(1)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_feca_default_finds_one_class_per_client_split(seed):
+    """K=5 over 10 clients that each hold one class (split="some"), seeds 0-4: every client's k_c=5
+    clusters are pieces of its one cluster and the default recovers the 5 clusters."""
+    case = replace(BASE, split="some", seed=seed)
+    est, y = _fit(FeCA(n_clusters=5, random_state=seed), case)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+def test_merge_pieces_joins_every_piece_of_a_client_holding_one_gaussian():
+    """200 rows of one 10-d Gaussian cut by k-means into 5 pieces of about 40 rows: the pairwise window
+    counts are too small to show the dense middle reliably, but when the rows as a whole pass the
+    normality test along both leading axes (seeds 1-7 here; at the 15% level per axis a Gaussian fails
+    about a quarter of the time, seed 0 does, and then only the pairwise test applies), the five pieces
+    form one group."""
+    from sklearn.cluster import KMeans
+
+    from fastfc.feca import _looks_gaussian, merge_pieces
+
+    for seed in range(1, 8):
+        X = np.random.default_rng(seed).normal(size=(200, 10))
+        km = KMeans(5, n_init=1, random_state=seed).fit(X)
+        assert _looks_gaussian(X, n_axes=2)
+        np.testing.assert_array_equal(merge_pieces(X, km.cluster_centers_, km.labels_), [0] * 5)
+
+
 def test_gaussian_check_matches_scipy_anderson():
     import scipy.stats
 
