@@ -61,7 +61,7 @@ def presets(method: str, preset: str, n_classes: int, n_features: int) -> dict:
         # the published code as run for shared/reference_results: k' = min(K, d), client 0 seeds
         # the farthest-first traversal, Lloyd to convergence at the server, nearest-centre labels
         return dict(n_local_clusters=min(n_classes, n_features), seed_client="first", server_init="farthest-first",
-                    server_max_iter=None, assign="nearest", units=None)
+                    server_max_iter=None, assign="nearest", units=None, local_n_init=1)
     if method in ("fedhire", "gold") and preset == "reference":
         # the authors' behaviour: NaN elimination rules made explicit, 0.5 n candidates uncapped
         return dict(semantics="reference")

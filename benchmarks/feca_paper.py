@@ -74,7 +74,8 @@ PAPER_T10 = {
 
 #: the paper's FeCA and k-FED (fastfc's defaults add federated units, piece merging, k-means++ server seeding)
 PAPER_FECA = {"merge_pieces": False, "units": None}
-PAPER_KFED = {"server_init": "farthest-first", "server_max_iter": 1, "assign": "induced", "units": None}
+PAPER_KFED = {"server_init": "farthest-first", "server_max_iter": 1, "assign": "induced", "units": None,
+              "local_n_init": 1}
 
 def load_sset(name):
     """An S-set and its true centres (per-label means; A14).

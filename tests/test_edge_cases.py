@@ -5,14 +5,6 @@ import pytest
 
 from conftest import ESTIMATOR_NAMES, make_all_estimators
 
-#: degenerate inputs the library handles badly today (issue 12), per estimator
-SINGLE_ROW_CLIENTS_MIXED = {
-    "FeCA": "issue 12: every single-row client uploads its row with radius 0, the server's groups all have size 1 "
-            "and the first two win the tie: centres (0, 0) and (0.1, 0), the three rows near (9, 9) are labelled "
-            "with (0.1, 0)",
-}
-
-
 @pytest.fixture(params=ESTIMATOR_NAMES)
 def make(request):
     """A factory of fresh instances of one estimator (n_clusters=3, random_state=0)."""
@@ -180,11 +172,9 @@ def test_single_client(make):
 
 
 @pytest.mark.filterwarnings("ignore:.*single row.*:RuntimeWarning")  # FedKStarHC's privacy warning, by design
-def test_single_row_per_client(make, request):
+def test_single_row_per_client(make):
     """Six clients of one row each, two far-apart groups of three: every row gets a label and the
-    two groups are not mixed."""
-    if make.name in SINGLE_ROW_CLIENTS_MIXED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=SINGLE_ROW_CLIENTS_MIXED[make.name]))
+    two groups are not mixed (FeCA: every radius is 0, the server groups the rows by Ward)."""
     rows = np.array([[0.0, 0], [0.1, 0], [0, 0.1], [9, 9], [9.1, 9], [9, 9.1]])
     est = make().set_params(n_clusters=2).fit_clients([r[None] for r in rows])
     assert [len(l) for l in est.client_labels_] == [1] * 6

@@ -72,6 +72,66 @@ def test_feca_merging_pieces_is_what_recovers_some_classes_splits(case):
     assert merged.client_n_uploaded_.sum() < paper.client_n_uploaded_.sum()
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_kfed_default_finds_twenty_clusters(seed):
+    """K=20 over 10 clients of 200 rows (10 rows per cluster per client), seeds 0-4: all 20 found."""
+    case = replace(BASE, n_clusters=20, seed=seed)
+    est, y = _fit(KFed(n_clusters=20, random_state=seed), case)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+def test_kfed_one_local_start_loses_the_closest_pair():
+    """K=20, seed 1: with one local start (the published code) most clients merge the closest pair of
+    clusters into one midpoint centre and the server keeps the midpoint (19 clusters); the default's
+    best of 5 local starts finds all 20."""
+    case = replace(BASE, n_clusters=20, seed=1)
+    one, y = _fit(KFed(n_clusters=20, local_n_init=1, random_state=1), case)
+    best, _ = _fit(KFed(n_clusters=20, random_state=1), case)
+    assert adjusted_rand_score(y, one.labels_) < 0.99
+    assert adjusted_rand_score(y, best.labels_) >= 0.99
+
+
+def test_local_starts_keep_the_lowest_inertia():
+    """The starts are drawn one after the other from the client's stream, so the first of five is the
+    single start: the best of five has at most its inertia."""
+    from fastfc.kfed import local_awasthi_sheffet
+
+    X, _ = make_sanity_case(replace(BASE, n_clusters=20, n_clients=1, rows_per_client=400, seed=1))
+    X = X[0]
+
+    def inertia(n_init):
+        c, lab = local_awasthi_sheffet(X, 20, np.random.default_rng(3), n_init=n_init)
+        return ((X - c[lab]) ** 2).sum()
+
+    assert inertia(5) <= inertia(1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_feca_default_finds_one_class_per_client_split(seed):
+    """K=5 over 10 clients that each hold one class (split="some"), seeds 0-4: every client's k_c=5
+    clusters are pieces of its one cluster and the default recovers the 5 clusters."""
+    case = replace(BASE, split="some", seed=seed)
+    est, y = _fit(FeCA(n_clusters=5, random_state=seed), case)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+
+
+def test_merge_pieces_joins_every_piece_of_a_client_holding_one_gaussian():
+    """200 rows of one 10-d Gaussian cut by k-means into 5 pieces of about 40 rows: the pairwise window
+    counts are too small to show the dense middle reliably, but when the rows as a whole pass the
+    normality test along both leading axes (seeds 1-7 here; at the 15% level per axis a Gaussian fails
+    about a quarter of the time, seed 0 does, and then only the pairwise test applies), the five pieces
+    form one group."""
+    from sklearn.cluster import KMeans
+
+    from fastfc.feca import _looks_gaussian, merge_pieces
+
+    for seed in range(1, 8):
+        X = np.random.default_rng(seed).normal(size=(200, 10))
+        km = KMeans(5, n_init=1, random_state=seed).fit(X)
+        assert _looks_gaussian(X, n_axes=2)
+        np.testing.assert_array_equal(merge_pieces(X, km.cluster_centers_, km.labels_), [0] * 5)
+
+
 def test_gaussian_check_matches_scipy_anderson():
     import scipy.stats
 
@@ -153,7 +213,7 @@ _MAIN_CASES = {
     "k3": SanityCase(n_clusters=3, n_features=4, n_clients=4, rows_per_client=15, seed=3),
     "k4dir": SanityCase(n_clusters=4, n_features=3, n_clients=5, rows_per_client=12, split="dirichlet", seed=1),
 }
-_PAPER = dict(server_init="farthest-first", server_max_iter=1, units=None)
+_PAPER = dict(server_init="farthest-first", server_max_iter=1, units=None, local_n_init=1)
 
 
 @pytest.mark.parametrize("name", sorted(_MAIN_CASES))
@@ -218,3 +278,26 @@ def test_scale_ratio_is_exact_for_proportional_spreads():
     local_len = np.linalg.norm(v / np.sqrt(stats[2]))
     global_len = np.linalg.norm(v * weight)
     assert _units.scale_ratio(stats, weight) * local_len == pytest.approx(global_len)
+
+
+# ------------------------------------------------------------------ FeCA server, radius-free uploads
+def test_feca_server_groups_zero_radius_uploads_by_proximity():
+    """Every radius 0 (single-row clients) and more distinct centroids than k: the balls would give
+    size-1 groups that tie, so the first k uploads won; the server groups by Ward instead."""
+    from fastfc.feca import feca_server
+
+    C = np.array([[0.0, 0], [9, 9], [0.1, 0], [9.1, 9], [0, 0.1], [9, 9.1]])
+    centres, sizes, members, n_groups = feca_server(C, np.zeros(6), 2)
+    assert n_groups == 2 and sizes.tolist() == [3, 3]
+    np.testing.assert_array_equal(members, [0, 1, 0, 1, 0, 1])
+    np.testing.assert_allclose(centres, [C[0::2].mean(0), C[1::2].mean(0)])
+
+
+def test_feca_server_zero_radius_duplicates_keep_the_ball_grouping():
+    """Zero radii but no more distinct centroids than k: the closed balls group identical centroids,
+    as the paper's server does."""
+    from fastfc.feca import feca_server
+
+    C = np.array([[1.0, 2], [1.0, 2], [5, 5]])
+    _, sizes, members, n_groups = feca_server(C, np.zeros(3), 2)
+    assert n_groups == 2 and sizes.tolist() == [2, 1] and members.tolist() == [0, 0, 1]
