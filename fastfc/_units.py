@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "standardize_rows",
     "ConstantFeatureWarning",
     "FeatureScaler",
     "feature_moments",
@@ -132,6 +133,34 @@ class FeatureScaler:
     def inverse(self, Z: np.ndarray) -> np.ndarray:
         """Rows back in raw units: ``shift + Z * scale`` (a constant feature gets its value)."""
         return self.shift + np.asarray(Z, dtype=np.float64) * self.scale
+
+
+def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-feature standardisation ``(X - mean) / scale`` with ``scale = bandwidth * std``.
+
+    The clients' local standardisation of FedHIRE/GOLD (CPL's kernel width in local standard
+    deviations) and of Fed-k*-HC's robust micro-partition.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    bandwidth : float, default=1.0
+        Multiplies the population standard deviation.
+
+    Returns
+    -------
+    Xs : ndarray of shape (n_samples, n_features), C-contiguous float64
+    mean : ndarray of shape (n_features,)
+    scale : ndarray of shape (n_features,)
+        ``bandwidth * std``; a feature whose std is 0 (or not a normal float) gets scale 1,
+        so it stays constant (0) after the shift.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    mean = X.mean(axis=0)
+    std = X.std(axis=0)
+    ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
+    scale = np.where(ok, bandwidth * np.where(ok, std, 1.0), 1.0)
+    return np.ascontiguousarray((X - mean) / scale), mean, scale
 
 
 def local_scaler(X: np.ndarray) -> tuple[FeatureScaler, np.ndarray]:

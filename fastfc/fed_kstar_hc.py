@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from . import _units
 from ._kernels import _kstar
 from ._parallel import sklearn_seed
 from ._state import ClientState
@@ -389,14 +390,6 @@ def _means(X: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
     sums = np.zeros((k, X.shape[1]))
     np.add.at(sums, labels, X)
     return sums / np.maximum(counts, 1.0)[:, None]
-
-
-def _standardize_local(X: np.ndarray) -> np.ndarray:
-    """``X`` centred and divided by its per-feature standard deviation (a constant feature by 1)."""
-    Xf = np.asarray(X, dtype=np.float64)
-    sd = Xf.std(axis=0)
-    sd[~(sd > 0)] = 1.0
-    return (Xf - Xf.mean(axis=0)) / sd
 
 
 def snp_partition(
@@ -1340,7 +1333,7 @@ class FedKStarHC(BaseFederatedClusterer):
         else:
             k_budget = min(int(self.n_micro), n)
         # robust: partition in locally standardised units, so that no feature's unit dominates
-        Xp = _standardize_local(X) if robust else X
+        Xp = _units.standardize_rows(X)[0] if robust else X
         if n < 3:
             labels = np.zeros(n, dtype=np.int64)
         elif self.micro == "snp" or (self.micro == "auto" and n <= SNP_MAX_ROWS):
@@ -1365,7 +1358,6 @@ class FedKStarHC(BaseFederatedClusterer):
     def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator, n_threads: int):
         d = int(summaries[0].n_features)
         sizes = np.array([s.counts.shape[0] for s in summaries], dtype=np.int64)
-        k0 = int(sizes.sum())
         counts = np.concatenate([s.counts for s in summaries]).astype(np.int64)
         if self.mode == "robust":
             model = self._merge_robust(summaries, counts, d, n_threads)

@@ -18,7 +18,7 @@ distributed (the Non-ICD degree Φ of GOLD, see ``specs/gold.md`` §5.2).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from numpy.typing import ArrayLike

@@ -297,7 +297,6 @@ def test_float32_input_runs_and_matches_float64_closely():
 
 # ------------------------------------------------------------------ edge cases and errors
 def test_client_with_fewer_distinct_points_than_k():
-    rng = np.random.default_rng(0)
     X, y, _ = _blobs(4, n=800)
     small = np.repeat(np.array([[0.0, 0.0], [5.0, 5.0]]), 15, axis=0)  # 30 rows, 2 distinct
     Xc = [X[:400], X[400:], small]

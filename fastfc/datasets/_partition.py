@@ -279,7 +279,6 @@ def partition_dirichlet(
     (60, True)
     """
     codes, n_classes, n_clients, min_size, alpha = _check_dirichlet_args(y, n_clients, alpha, min_size, 1)
-    n = codes.size
     rng = _as_generator(random_state)
     class_sizes = np.bincount(codes, minlength=n_classes)
     conc = np.full(n_clients, alpha)
