@@ -638,6 +638,14 @@ class FedHIRE(BaseFederatedClusterer):
 
     _restart_on = (KModesInitError,)
 
+    def _relabel_clusterlets(self, C: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Hook after the last step: the global label of every uploaded centroid.
+
+        Fed-HIRE keeps the last step's labels (``C``: the centroids as the server clusters them,
+        shape (n_s, n_features); ``labels``: shape (n_s,)). GOLD overrides it.
+        """
+        return labels
+
     def _max_restarts(self) -> int:
         return self.max_retries if self.on_init_failure == "restart" else 0
 
@@ -691,6 +699,7 @@ class FedHIRE(BaseFederatedClusterer):
                     max_stages=self._mcpl_max_stages, max_candidates=self._server_candidate_cap(),
                     fusion=fusion,
                 )
+                labels = self._relabel_clusterlets(Cs, labels)
                 break
             except KModesInitError as exc:
                 if attempt == attempts - 1:

@@ -163,9 +163,9 @@ def test_impossible_n_clusters_gives_clear_error():
 
 def test_gold_without_tolerance_is_fed_hire_and_with_it_keeps_a_valid_hierarchy():
     X_clients, _ = mixture_clients(0)
-    a = GOLD(n_clusters=4, random_state=0).fit_clients(X_clients)
+    a = GOLD(n_clusters=4, random_state=0, mcpl_tol=None, assign="remc").fit_clients(X_clients)
     b = FedHIRE(n_clusters=4, random_state=0).fit_clients(X_clients)
-    np.testing.assert_array_equal(a.labels_, b.labels_)  # mcpl_tol=None is Fed-HIRE's rule
+    np.testing.assert_array_equal(a.labels_, b.labels_)  # Fed-HIRE's stop rule and REMC's labels: Fed-HIRE
     c = GOLD(n_clusters=4, random_state=0, mcpl_tol=1e-6).fit_clients(X_clients)
     assert c.labels_.shape == a.labels_.shape
     assert (np.diff(c.level_sizes_) < 0).all() and 1 <= c.n_clusters_ <= 4

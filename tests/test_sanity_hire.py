@@ -98,9 +98,35 @@ def test_gold_default_runs_golds_stop_rule():
     hire = [_fit(FedHIRE, X_clients, k, random_state=s) for s in range(3)]
     gold = [_fit(GOLD, X_clients, k, random_state=s).level_sizes_ for s in range(3)]
     assert any(not np.array_equal(g, h.level_sizes_) for g, h in zip(gold, hire))
-    plain = _fit(GOLD, X_clients, k, random_state=2, mcpl_tol=None)
+    plain = _fit(GOLD, X_clients, k, random_state=2, mcpl_tol=None, assign="remc")
     np.testing.assert_array_equal(plain.level_sizes_, hire[2].level_sizes_)
     np.testing.assert_array_equal(plain.labels_, hire[2].labels_)
+
+
+def test_gold_default_labels_clusterlets_by_its_global_centroids():
+    """GOLD() gives every uploaded centroid the label of its nearest global centroid (the
+    unweighted mean of REMC's groups, in the server's standardised units: gold.md §3.5 and the
+    centroid-inheritance step of §6), so its labels are GOLD's, not Fed-HIRE's: recomputed here
+    by hand from REMC's labels (``assign="remc"``, same randomness)."""
+    from fastfc._units import standardize_rows
+
+    assert GOLD()._assign_rule() == "centroids" and GOLD(semantics="reference")._assign_rule() == "remc"
+    X_clients, y_clients = load_split("EC")
+    k = int(np.unique(np.concatenate(y_clients)).size)
+    n_differ = 0
+    for seed in range(3):
+        gold = _fit(GOLD, X_clients, k, random_state=seed)
+        remc = _fit(GOLD, X_clients, k, random_state=seed, assign="remc")
+        C = np.concatenate([s.centers for s in remc.client_summaries_])
+        Cs = standardize_rows(C)[0]
+        z = remc.global_model_.clusterlet_labels
+        G = np.array([Cs[z == j].mean(axis=0) for j in range(z.max() + 1)])
+        nearest = ((Cs[:, None, :] - G[None]) ** 2).sum(axis=-1).argmin(axis=1)
+        expected = np.searchsorted(np.unique(nearest), nearest)
+        np.testing.assert_array_equal(gold.global_model_.clusterlet_labels, expected)
+        hire = _fit(FedHIRE, X_clients, k, random_state=seed)
+        n_differ += adjusted_rand_score(gold.labels_, hire.labels_) < 1.0
+    assert n_differ >= 2  # on EC GOLD's default partition differs from Fed-HIRE's (seeds 0-9: 10 of 10)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
