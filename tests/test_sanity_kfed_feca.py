@@ -72,6 +72,39 @@ def test_feca_merging_pieces_is_what_recovers_some_classes_splits(case):
     assert merged.client_n_uploaded_.sum() < paper.client_n_uploaded_.sum()
 
 
+@pytest.mark.parametrize("seed", [1, 4])
+def test_feca_two_axis_check_and_excess_merge_recover_the_2d_corner(seed):
+    """10 clusters in 2-D, some classes per client: seeds 1 and 4 were FeCA's only sanity misses (ARI 0.875
+    and 0.870). Seed 1: a client chained pieces of two clusters that its locally standardised units separate
+    only along their union's second principal axis (the merged group passed a one-axis normality test).
+    Seed 4: the server formed 18 groups and keeping the 10 largest kept two pieces of one cluster and dropped
+    another; the surplus groups are now merged by Ward's criterion."""
+    case = SanityCase(n_clusters=10, n_features=2, n_clients=10, rows_per_client=200, split="some", scale=1e6,
+                      seed=seed)
+    est, y = _fit(FeCA(n_clusters=10, random_state=seed), case)
+    assert adjusted_rand_score(y, est.labels_) >= 0.99
+    assert est.n_groups_ > 10  # the server did form surplus groups; all were kept by merging
+
+
+def test_feca_server_merges_surplus_groups_instead_of_dropping_them():
+    from fastfc.feca import feca_server
+
+    rng = np.random.default_rng(0)
+    # three clusters: cluster 0 arrives as 4 groups of 3 centroids (pieces 1 apart, radii 0.1), clusters 1 and 2
+    # as one group of 2 centroids each
+    pieces = [rng.normal(0, 0.01, (3, 2)) + off for off in ([0, 0], [1, 0], [0, 1], [1, 1])]
+    C = np.vstack(pieces + [rng.normal(0, 0.01, (2, 2)) + [20, 0], rng.normal(0, 0.01, (2, 2)) + [0, 20]])
+    r = np.full(C.shape[0], 0.1)
+    top, _, _, n_groups = feca_server(C, r, 3)
+    merged, _, member_of, _ = feca_server(C, r, 3, merge_excess=True)
+    assert n_groups == 6
+    # the paper keeps the 3 largest groups: all pieces of cluster 0, clusters 1 and 2 are lost
+    assert np.abs(top).max() < 2.0
+    # merging: one centre per cluster, every uploaded centroid kept
+    assert sorted(np.round(merged[:, 0] / 20) + np.round(merged[:, 1] / 20) * 2) == [0, 1, 2]
+    assert (member_of >= 0).all()
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_kfed_default_finds_twenty_clusters(seed):
     """K=20 over 10 clients of 200 rows (10 rows per cluster per client), seeds 0-4: all 20 found."""
