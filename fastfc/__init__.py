@@ -20,8 +20,9 @@ _ESTIMATORS = {
     "GOLD": "fastfc.gold",
     "FeCA": "fastfc.feca",
     "FedKStarHC": "fastfc.fed_kstar_hc",
+    "FedKMeans": "fastfc.fed_kmeans",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc", "fed_kmeans")
 
 __all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
 

@@ -18,6 +18,7 @@ from fastfc.feca import FeCAModel, FeCAReply, FeCASummary
 from fastfc.fed_hire import FedHIREModel, FedHIREReply, FedHIRESummary
 from fastfc.fed_kstar_hc import FedKStarHCModel, FedKStarHCReply, FedKStarHCSummary
 from fastfc.kfed import KFedModel, KFedReply, KFedSummary
+from fastfc._refine import RefineCenters, RefineStats
 from fastfc.protocol import _METHOD_MODULES, Message
 
 for _module in _METHOD_MODULES.values():  # every message class is registered once this module is imported
@@ -64,6 +65,18 @@ def _kstar_model(rng, k, d, m):
                            threshold_t=float(rng.normal()), d_s=float(rng.normal()), estimated=bool(m % 2), n_features=d)
 
 
+def _refine_stats(rng, k, d, m):
+    first = m % 2 == 0  # round-1 uploads carry moments and no inertia
+    moments = np.vstack([np.full(d, float(m)), rng.normal(size=d), rng.random(d)]) if first else np.zeros((0, d))
+    return RefineStats(counts=rng.integers(0, 9, k), sums=rng.normal(size=(k, d)),
+                       inertia=np.zeros(0) if first else rng.random(k), moments=moments, n_features=d)
+
+
+def _refine_centers(rng, k, d, m):
+    weight = rng.random(d) if m % 2 else None
+    return RefineCenters(centers=_centers(rng, k, d), n_features=d, feature_weight=weight, final=bool(m % 3 == 0))
+
+
 FACTORIES = {
     KFedSummary: lambda rng, k, d, m: KFedSummary(centers=_centers(rng, k, d), n_features=d),
     KFedModel: lambda rng, k, d, m: KFedModel(centers=_centers(rng, k, d), n_features=d, n_iter=m),
@@ -78,6 +91,8 @@ FACTORIES = {
     FedKStarHCSummary: _kstar_summary,
     FedKStarHCModel: _kstar_model,
     FedKStarHCReply: _local_to_global(FedKStarHCReply),
+    RefineStats: _refine_stats,
+    RefineCenters: _refine_centers,
 }
 
 
