@@ -30,7 +30,6 @@ from ._parallel import (
     client_rng, limit_blas_threads, map_clients, phase_entropy, pinned_worker, plan_threads, resolve_entropy,
     server_rng,
 )
-from ._refine import RefineCenters, RefineStats, client_stats, server_update, setup_from_moments
 from ._runners import RunResult, reraise_with_note, run_one_shot, run_rounds
 from ._state import ClientState, ServerState, StateError
 from ._validation import check_client_data, check_client_index, check_clients, split_by_client_ids
@@ -46,6 +45,14 @@ ProgressFn = Callable[[str, int, int], Any]
 
 #: kept for code that imported it from here
 _reraise_with_note = reraise_with_note
+
+
+def _refine():
+    """The refinement module, imported on first use: a process that runs only one-shot fits (or only decodes
+    one method's messages) never loads it."""
+    from . import _refine as module
+
+    return module
 
 
 class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
@@ -157,7 +164,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _run_assign(self, X: np.ndarray, state: ClientState, reply: Message, n_threads: int) -> np.ndarray:
         """Client phase 2 (the worker callable) on a checked state and reply (or final refined centres)."""
         with pinned_worker():
-            if isinstance(reply, RefineCenters):
+            if self._refine_rounds() > 0 and isinstance(reply, _refine().RefineCenters):
                 from ._units import nearest_weighted
 
                 return nearest_weighted(X, reply.centers, reply.weight, n_jobs=n_threads).astype(LABEL_DTYPE)
@@ -289,11 +296,11 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
 
     def _broadcast_cls(self, round: int) -> type[Message]:
         """Class of the server's broadcast that client round ``round`` (>= 1) consumes."""
-        return self._reply_cls if round == 1 else RefineCenters
+        return self._reply_cls if round == 1 else _refine().RefineCenters
 
     def _upload_cls(self, round: int) -> type[Message]:
         """Class of the clients' uploads in round ``round``."""
-        return self._summary_cls if round == 0 else RefineStats
+        return self._summary_cls if round == 0 else _refine().RefineStats
 
     def client_round(
         self, X, state: ClientState | None = None, broadcast: Message | None = None, *, round: int = 0,
@@ -417,7 +424,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         if broadcast.round != round - 1:
             raise MessageError(f"client round {round} needs the server's broadcast of round {round - 1}, "
                                f"got one of round {broadcast.round}")
-        if isinstance(broadcast, RefineCenters) and broadcast.final:
+        if getattr(broadcast, "final", False) is True:
             raise MessageError("the broadcast is final: label the rows with client_assign")
         return broadcast
 
@@ -470,7 +477,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _client_round(self, X: np.ndarray, state: ClientState, broadcast: Message, rng: np.random.Generator,
                       n_threads: int, round: int) -> tuple[Message, dict]:
         """Client round ``round >= 1``: (upload, new private values). Default: a refinement round."""
-        upload = client_stats(X, broadcast, lambda: self._assign(X, state, broadcast, n_threads), n_threads)
+        upload = _refine().client_stats(X, broadcast, lambda: self._assign(X, state, broadcast, n_threads), n_threads)
         return upload, state.values
 
     def _server_round(self, uploads: list[Message], server_state: ServerState, rng: np.random.Generator,
@@ -481,17 +488,17 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         if round == 1:
             if any(u.moments.shape[0] != 3 for u in uploads):
                 raise MessageError("a first-round refinement upload carries no feature moments")
-            setup = setup_from_moments([u.moments for u in uploads], getattr(model, "feature_weight", None),
+            setup = _refine().setup_from_moments([u.moments for u in uploads], getattr(model, "feature_weight", None),
                                        self._refine_standardize(), self.refine_tol, who=type(self).__name__)
             centers = np.asarray(model.centers, dtype=np.float64)
             history: list = []
         else:
             setup, centers, history = values["setup"], values["centers"], list(values["history"])
-        new, shift, inertia, n_empty = server_update(uploads, centers, setup)
+        new, shift, inertia, n_empty = _refine().server_update(uploads, centers, setup)
         history.append((shift, inertia, n_empty, int(sum(int(u.counts.sum()) for u in uploads))))
         done = round >= self._refine_rounds() or shift <= setup.threshold
         values.update(setup=setup, centers=new, history=history)
-        bc = RefineCenters(centers=new, n_features=new.shape[1], feature_weight=setup.weight, final=done)
+        bc = _refine().RefineCenters(centers=new, n_features=new.shape[1], feature_weight=setup.weight, final=done)
         return [bc] * len(uploads), values, done
 
     def _set_rounds_attributes(self, server_state: ServerState) -> None:
@@ -527,7 +534,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         return state
 
     def _check_reply(self, reply, state: ClientState) -> Message:
-        if isinstance(reply, RefineCenters) and self._refine_rounds() > 0:
+        if self._refine_rounds() > 0 and isinstance(reply, _refine().RefineCenters):
             if not reply.final:
                 raise MessageError("client_assign got a refinement broadcast that is not final: run client_round "
                                    "on it (the server has not finished)")
