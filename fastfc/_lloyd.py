@@ -11,6 +11,8 @@ module only validates.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ._assign import GEMM_MIN_FEATURES, _as_float_2d, gemm_norms
@@ -25,6 +27,10 @@ LLOYD_CHUNK = 256
 MAX_BLOCKS = 64
 #: the partial sums of all blocks hold at most about this many float64 values (32 MB)
 PARTIAL_BUDGET = 1 << 22
+#: float32 rows are screened in float32 when the centred centres' norms are below this
+#: (products of float32 operands then stay far below the float32 range; the kernel
+#: checks the rows' norms chunk by chunk and falls back to float64 where needed)
+F32_SCREEN_MAX_NORM = 1e17
 
 
 def use_screen(n_features: int, n_clusters: int) -> bool:
@@ -139,16 +145,26 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.nd
     inertia = np.zeros(k, dtype=np.float64)
     if n == 0:
         return counts, sums, inertia
-    gemm = use_screen(d, k)
-    cn, cmax = gemm_norms(C) if gemm else (np.zeros(k), 0.0)
+    path = 0
+    cn, cmax = np.zeros(k), 0.0
+    mu, mu_norm, Cs32, cns, cmaxs = np.zeros(d), 0.0, np.zeros((k, d), dtype=np.float32), np.zeros(k), 0.0
+    if use_screen(d, k):
+        path = 1
+        cn, cmax = gemm_norms(C)
+        if X.dtype == np.float32:
+            # float32 rows: screen in float32 on coordinates centred at the centres' mean
+            mu = C.mean(axis=0)
+            Cs = C - mu
+            cns, cmaxs = gemm_norms(Cs)
+            if cmaxs < F32_SCREEN_MAX_NORM:
+                path = 2
+                Cs32 = Cs.astype(np.float32)
+                mu_norm = float(np.sqrt(mu @ mu)) * (1.0 + 1e-5) + 1e-30
     CT = np.ascontiguousarray(C.T)
-    B = n_blocks(n, k, d)
-    counts_part = np.zeros((B, k), dtype=np.int64)
-    sums_part = np.zeros((B, k, d), dtype=np.float64)
-    inertia_part = np.zeros((B, k), dtype=np.float64)
-    with limit_blas_threads(1):
-        ok = lloyd_stats_kernel(X, C, CT, cn, cmax, w, weighted, gemm, counts_part, sums_part, inertia_part,
-                                counts, sums, inertia, n_threads, LLOYD_CHUNK)
+    # the kernel's threads are ours (n_jobs); each runs its own small products on one BLAS thread
+    with limit_blas_threads(1) if path else contextlib.nullcontext():
+        ok = lloyd_stats_kernel(X, C, CT, cn, cmax, mu, mu_norm, Cs32, cns, cmaxs, w, weighted, path,
+                                counts, sums, inertia, n_blocks(n, k, d), n_threads, LLOYD_CHUNK)
     if not ok:
         raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")
     # every row is added to exactly one cluster's sums, so a NaN/inf in X shows up there:

@@ -120,6 +120,50 @@ def test_both_labelling_paths_bit_identical(monkeypatch, screen, weighted):
     _check_against_reference(X, C, w)
 
 
+def _near_ties(rng, n, d, k, offset, scale):
+    """Rows within about float32 rounding of the bisector of two centres, far from the origin."""
+    C = offset + rng.normal(size=(k, d)) * scale
+    a, b = rng.integers(0, k, size=n), rng.integers(0, k, size=n)
+    b = np.where(a == b, (b + 1) % k, b)
+    mid = (C[a] + C[b]) / 2
+    X = mid + (C[b] - C[a]) * rng.normal(size=(n, 1)) * 1e-7 + rng.normal(size=(n, d)) * scale * 1e-6
+    return X, C
+
+
+@pytest.mark.parametrize("case", ["near-ties", "near-ties-offset", "huge", "tiny", "mixed-chunks"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_float32_screen_same_as_float64_screen(monkeypatch, case, weighted):
+    """Float32 rows are screened in float32 (centred at the centres' mean); the candidates'
+    exact float64 distances decide, so counts, sums and inertia equal, bit for bit, those of
+    the float64 screen and of the direct loop, also on rows within float32 rounding of a tie,
+    far from the origin, near the float32 overflow (chunks that fall back to float64) and
+    near underflow."""
+    rng = np.random.default_rng(14)
+    n, d, k = 3000, 24, 12
+    if case == "near-ties":
+        X, C = _near_ties(rng, n, d, k, 0.0, 1.0)
+    elif case == "near-ties-offset":
+        X, C = _near_ties(rng, n, d, k, 1e4, 1.0)
+    elif case == "huge":
+        X, C = _near_ties(rng, n, d, k, 0.0, 1e19)
+    elif case == "tiny":
+        X, C = _near_ties(rng, n, d, k, 0.0, 1e-30)
+    else:  # some chunks normal, some with rows of huge norm
+        X, C = _near_ties(rng, n, d, k, 0.0, 1.0)
+        X[1000:1300] *= 1e25
+    X32 = X.astype(np.float32)
+    w = (rng.random(d) + 0.5) if weighted else None
+    results = []
+    for max_norm, screen in ((lloyd_mod.F32_SCREEN_MAX_NORM, True), (0.0, True), (0.0, False)):
+        monkeypatch.setattr(lloyd_mod, "F32_SCREEN_MAX_NORM", max_norm)
+        monkeypatch.setattr(lloyd_mod, "use_screen", lambda d, k, s=screen: s)
+        results.append(lloyd_stats(X32, C, w, n_jobs=2))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(results[0][0], np.bincount(nearest_weighted(X32, C, w), minlength=k))
+
+
 @pytest.mark.parametrize("d", [3, 20])
 def test_empty_clusters_and_duplicate_centres(d):
     rng = np.random.default_rng(2)
