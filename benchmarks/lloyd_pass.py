@@ -32,8 +32,6 @@ import time
 
 import numpy as np
 
-from _provenance import run_with_out
-
 SHAPES = [(10**6, 50, 10), (10**6, 10, 10), (10**5, 100, 64)]
 N_CLIENTS = 100
 
@@ -181,6 +179,8 @@ def _shape(s: str) -> tuple[int, int, int]:
 
 def main(argv=None) -> int:
     """Parse the arguments (``sys.argv[1:]`` when ``argv`` is None), run, return the exit status."""
+    from _provenance import run_with_out  # a script's sibling (also importable as benchmarks.lloyd_pass)
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES),
                     help="comma-separated NxDxK shapes")
