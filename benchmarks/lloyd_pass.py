@@ -114,8 +114,8 @@ def fastfc_round(X: np.ndarray, C: np.ndarray, n_jobs: int, n_clients: int):
     return run
 
 
-def median_times(runs: dict, repeats: int) -> dict:
-    """Median wall time of each callable, run alternately ``repeats`` times after one warm-up each.
+def median_times(runs: dict, repeats: int) -> tuple[dict, dict]:
+    """Median wall and CPU time of each callable, run alternately ``repeats`` times after one warm-up each.
 
     Parameters
     ----------
@@ -124,18 +124,22 @@ def median_times(runs: dict, repeats: int) -> dict:
 
     Returns
     -------
-    dict of str to float
-        Seconds.
+    wall, cpu : dict of str to float
+        Seconds; CPU time is the process's (all its threads), which other processes on a
+        loaded machine inflate less than wall time.
     """
     for f in runs.values():
         f()
-    times = {name: [] for name in runs}
+    wall = {name: [] for name in runs}
+    cpu = {name: [] for name in runs}
     for _ in range(repeats):
         for name, f in runs.items():
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             f()
-            times[name].append(time.perf_counter() - t0)
-    return {name: float(np.median(ts)) for name, ts in times.items()}
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    return ({name: float(np.median(ts)) for name, ts in wall.items()},
+            {name: float(np.median(ts)) for name, ts in cpu.items()})
 
 
 def run(shapes, dtypes, jobs, repeats: int) -> int:
@@ -143,12 +147,13 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
     from fastfc._lloyd import lloyd_stats, use_screen
 
     print("# One federated-Lloyd round vs one scikit-learn Lloyd iteration\n")
-    print(f"Medians of {repeats} alternating runs (seconds); ratio = fastfc / sklearn. "
-          f"`100 clients`: the rows cut into {N_CLIENTS} contiguous clients, one `lloyd_stats` each "
-          "plus the server's sum and centre update.\n")
+    print(f"Medians of {repeats} alternating runs; wall seconds; ratio = fastfc / sklearn (wall), "
+          "CPU ratio = the same with the process's CPU time (all threads), less sensitive to other "
+          f"processes on a loaded machine. `100 clients`: the rows cut into {N_CLIENTS} contiguous clients, "
+          "one `lloyd_stats` each plus the server's sum and centre update.\n")
     print("| n | d | k | dtype | n_jobs | fastfc path | fastfc (s) | fastfc 100 clients (s) | sklearn (s) "
-          "| ratio | ratio 100 clients |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ratio | ratio 100 clients | CPU ratio | CPU ratio 100 clients |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     how = None
     for n, d, k in shapes:
         rng = np.random.default_rng(0)
@@ -163,11 +168,13 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
                     "clients": fastfc_round(X, C, n_jobs, N_CLIENTS),
                     "sklearn": sk,
                 }
-                t = median_times(runs, repeats)
-                path = "BLAS screen" if use_screen(d, k) else "direct"
+                t, c = median_times(runs, repeats)
+                path = "direct" if not use_screen(d, k) else (
+                    "float32 screen" if np.dtype(dtype) == np.float32 else "float64 screen")
                 print(f"| {n} | {d} | {k} | {np.dtype(dtype).name} | {n_jobs} | {path} | {t['fastfc']:.4f} "
                       f"| {t['clients']:.4f} | {t['sklearn']:.4f} | {t['fastfc'] / t['sklearn']:.2f} "
-                      f"| {t['clients'] / t['sklearn']:.2f} |", flush=True)
+                      f"| {t['clients'] / t['sklearn']:.2f} | {c['fastfc'] / c['sklearn']:.2f} "
+                      f"| {c['clients'] / c['sklearn']:.2f} |", flush=True)
     print(f"\nscikit-learn entry point timed: `{how}`.")
     return 0
 
