@@ -72,10 +72,16 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.nd
     :func:`fastfc._units.nearest_weighted` ``(X, centers, weight)`` for float64
     ``centers``. One pass over the rows: per chunk of 256 rows, the chunk is
     copied to a small float64 buffer (multiplied by ``weight``), labelled with
-    the same arithmetic as :func:`fastfc._assign.assign_nearest`, and added to
-    its block's partial statistics; the (at most 64) blocks depend on the shape
-    only and are added in order, so the result is bit-identical for any
-    ``n_jobs``.
+    the same arithmetic as :func:`fastfc._assign.assign_nearest` (the direct
+    loop, or from 8 features a BLAS screen that keeps every centre a rigorous
+    rounding bound cannot exclude and decides by the exact distances; float32
+    rows are screened in float32 on coordinates centred at the centres' mean),
+    and added to its block's partial statistics; the (at most 64) blocks depend
+    on the shape only and are added in order, so the result is bit-identical
+    for any ``n_jobs``.
+
+    The distances and the labels are the float64 ones even for float32 rows;
+    the sums are float64 sums of the raw values.
 
     Parameters
     ----------
@@ -90,7 +96,9 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.nd
         empty array means raw units.
     n_jobs : int or None, default=1
         Threads of the kernel (``None`` = 1, ``-1`` = all cores). BLAS is held
-        to one thread meanwhile.
+        to one thread meanwhile (a process-wide limit: callers running several
+        clients in threads should hold ``fastfc._parallel.limit_blas_threads(1)``
+        around them, as fastfc's estimators do).
 
     Returns
     -------

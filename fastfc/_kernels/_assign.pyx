@@ -24,6 +24,19 @@ only) screens the prototypes of a chunk of rows with one BLAS matrix product,
 ``||c||^2 - 2 x.c``, and then computes the exact distance, exactly as above,
 of every prototype that a rigorous rounding-error bound cannot exclude.  Its
 labels and distances are therefore identical to the direct kernel's.
+
+Shared helpers.  Both kernels work on contiguous runs of rows through pointer-based
+helpers: :func:`_nearest_direct` (the direct loop) and :func:`_nearest_gemm` (the
+BLAS screen: :func:`_screen_row` picks the candidates, :func:`_exact_candidates`
+computes their exact distances, summed like the direct loop's).
+
+Federated Lloyd.  :func:`lloyd_stats_kernel` (wrapped by
+:func:`fastfc._lloyd.lloyd_stats`) fuses the assignment with the accumulation of
+per-cluster counts, raw sums and inertia: per chunk of rows, a float64 copy (scaled
+by the feature weights) is labelled by the same helpers (or by
+:func:`_nearest_gemm_f32`, a float32 screen on centred coordinates with the same
+exact float64 decision) and added to its block's partial statistics; blocks depend
+on the shape only and are reduced in order, so results do not depend on threads.
 """
 cimport cython
 from cython.parallel cimport prange
