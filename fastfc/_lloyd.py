@@ -25,6 +25,8 @@ __all__ = ["lloyd_stats", "n_blocks", "use_screen"]
 LLOYD_CHUNK = 256
 #: at most this many blocks (partial statistics) per call
 MAX_BLOCKS = 64
+#: a block holds at least this many chunks (unless the rows are fewer)
+MIN_CHUNKS_PER_BLOCK = 4
 #: the partial sums of all blocks hold at most about this many float64 values (32 MB)
 PARTIAL_BUDGET = 1 << 22
 #: float32 rows are screened in float32 when the centred centres' norms are below this
@@ -57,11 +59,13 @@ def n_blocks(n_samples: int, n_clusters: int, n_features: int) -> int:
     Returns
     -------
     int
-        ``min(n_chunks, 64, max(2, 2**22 // (n_clusters * n_features)))`` with
-        ``n_chunks = ceil(n_samples / 256)``; 0 when there are no rows.
+        ``min(ceil(n_chunks / 4), 64, max(2, 2**22 // (n_clusters * n_features)))`` with
+        ``n_chunks = ceil(n_samples / 256)`` (blocks of at least 4 chunks, so that small
+        clients do not pay for many partials); 0 when there are no rows.
     """
     n_chunks = -(-n_samples // LLOYD_CHUNK)
-    return min(n_chunks, MAX_BLOCKS, max(2, PARTIAL_BUDGET // max(n_clusters * n_features, 1)))
+    return min(-(-n_chunks // MIN_CHUNKS_PER_BLOCK), MAX_BLOCKS,
+               max(2, PARTIAL_BUDGET // max(n_clusters * n_features, 1)))
 
 
 def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

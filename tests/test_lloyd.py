@@ -223,7 +223,8 @@ def test_deterministic_over_n_jobs(shape, weighted, dtype):
 def test_n_blocks_depend_on_shape_only():
     assert n_blocks(0, 10, 50) == 0
     assert n_blocks(1, 10, 50) == 1
-    assert n_blocks(LLOYD_CHUNK * 3 + 1, 10, 50) == 4
+    assert n_blocks(LLOYD_CHUNK * 3 + 1, 10, 50) == 1
+    assert n_blocks(LLOYD_CHUNK * 16 + 1, 10, 50) == 5
     assert n_blocks(10**6, 10, 50) == MAX_BLOCKS
     # partial sums stay within the memory budget (and at least 2 blocks)
     assert n_blocks(10**6, 1000, 1000) == 4

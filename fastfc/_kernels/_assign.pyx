@@ -39,7 +39,7 @@ exact float64 decision) and added to its block's partial statistics; blocks depe
 on the shape only and are reduced in order, so results do not depend on threads.
 """
 cimport cython
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange
 from libc.math cimport ldexp, sqrt
 from libc.float cimport DBL_EPSILON, FLT_EPSILON
 from libc.stdlib cimport calloc, malloc, free
@@ -813,7 +813,9 @@ def lloyd_stats_kernel(
     cdef bint direct_rows
     cdef int failed = 0
     cdef LloydProblem P
-    cdef LloydWork* Wp
+    cdef LloydWork* Wp = NULL
+    cdef bint ok_work
+    cdef char* block_failed
     cdef long long* counts_part
     cdef double* sums_part
     cdef double* inertia_part
@@ -847,23 +849,51 @@ def lloyd_stats_kernel(
         free(inertia_part)
         return False
     n_threads = _threads_for(n_threads, B)
-    for b in prange(B, schedule="dynamic", nogil=True, num_threads=n_threads):
-        lo = (b * n_chunks // B) * chunk_size
-        hi = ((b + 1) * n_chunks // B) * chunk_size
-        if hi > n:
-            hi = n
-        # the block's own work buffers (a pointer assigned in the loop is thread-private)
+    block_failed = <char*>calloc(B, sizeof(char))
+    if block_failed == NULL:
+        free(counts_part)
+        free(sums_part)
+        free(inertia_part)
+        return False
+    if n_threads == 1:
+        # one set of work buffers for all blocks, no OpenMP region
         Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
-        if Wp == NULL:
-            failed += 1
+        if Wp == NULL or not _alloc_work(Wp, chunk_size, d, k, path):
+            failed = 1
         else:
-            if _alloc_work(Wp, chunk_size, d, k, path):
-                _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
-                             counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
-            else:
-                failed += 1
+            with nogil:
+                for b in range(B):
+                    lo = (b * n_chunks // B) * chunk_size
+                    hi = ((b + 1) * n_chunks // B) * chunk_size
+                    if hi > n:
+                        hi = n
+                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
+                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
+        if Wp != NULL:
             _free_work(Wp)
             free(Wp)
+    else:
+        with nogil, parallel(num_threads=n_threads):
+            # one set of work buffers per thread (pointers assigned in the block are thread-private)
+            Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
+            ok_work = Wp != NULL and _alloc_work(Wp, chunk_size, d, k, path)
+            for b in prange(B, schedule="dynamic"):
+                if ok_work:
+                    lo = (b * n_chunks // B) * chunk_size
+                    hi = ((b + 1) * n_chunks // B) * chunk_size
+                    if hi > n:
+                        hi = n
+                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
+                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
+                else:
+                    block_failed[b] = 1
+            if Wp != NULL:
+                _free_work(Wp)
+                free(Wp)
+        for b in range(B):
+            if block_failed[b]:
+                failed = 1
+    free(block_failed)
     if not failed:
         with nogil:
             for b in range(B):
