@@ -347,9 +347,10 @@ def test_bad_inputs_raise(bad, err, match):
 @pytest.mark.parametrize("d", [3, 12])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_non_finite_rows_raise(d, value, weighted):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_non_finite_rows_raise(d, value, weighted, dtype):
     rng = np.random.default_rng(13)
-    X = rng.normal(size=(600, d))
+    X = rng.normal(size=(600, d)).astype(dtype)
     X[517, d - 1] = value
     w = np.zeros(d) if weighted else None  # even where the feature carries no distance
     with pytest.raises(ValueError, match="X contains NaN or infinity"):
