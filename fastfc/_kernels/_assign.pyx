@@ -434,7 +434,7 @@ cdef void _nearest_gemm_f32(
     cdef float one = 1.0
     cdef float zero = 0.0
     cdef Py_ssize_t r, j, z, n_pairs
-    cdef double xs, t, ss0, ss1, xmax, slack, big
+    cdef double xs, t, t1, t2, t3, ss0, ss1, ss2, ss3, xmax, slack
     cdef const double* x
     cdef float* x32
     cdef double* row
@@ -446,22 +446,32 @@ cdef void _nearest_gemm_f32(
     for r in range(m):
         x = X + r * d
         x32 = X32 + r * d
+        # four independent partial sums (instruction-level parallelism)
         ss0 = 0
         ss1 = 0
+        ss2 = 0
+        ss3 = 0
         z = 0
-        while z + 2 <= d:
+        while z + 4 <= d:
+            t = x[z] - mu[z]
+            t1 = x[z + 1] - mu[z + 1]
+            t2 = x[z + 2] - mu[z + 2]
+            t3 = x[z + 3] - mu[z + 3]
+            ss0 = ss0 + t * t
+            ss1 = ss1 + t1 * t1
+            ss2 = ss2 + t2 * t2
+            ss3 = ss3 + t3 * t3
+            x32[z] = <float>t
+            x32[z + 1] = <float>t1
+            x32[z + 2] = <float>t2
+            x32[z + 3] = <float>t3
+            z = z + 4
+        while z < d:
             t = x[z] - mu[z]
             ss0 = ss0 + t * t
             x32[z] = <float>t
-            t = x[z + 1] - mu[z + 1]
-            ss1 = ss1 + t * t
-            x32[z + 1] = <float>t
-            z = z + 2
-        if z < d:
-            t = x[z] - mu[z]
-            ss0 = ss0 + t * t
-            x32[z] = <float>t
-        xs = sqrt(ss0 + ss1)
+            z = z + 1
+        xs = sqrt((ss0 + ss1) + (ss2 + ss3))
         mindist[r] = xs
         xmax = xs if xs > xmax else xmax
     # every float32 product and partial sum is at most ||x - mu|| ||c - mu|| (Cauchy-Schwarz);
