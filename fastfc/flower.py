@@ -3,29 +3,39 @@
 The apps speak fastfc's own protocol (:mod:`fastfc.protocol`): each Flower message
 carries one fastfc message as raw bytes (a ``uint8`` array in an ``ArrayRecord``,
 never pickle) plus a small ``ConfigRecord`` header, and every payload is validated
-when read. The same estimator phases run as in-process
-(:meth:`~fastfc.base.BaseFederatedClusterer.client_summarize`,
-:meth:`~fastfc.base.BaseFederatedClusterer.server_aggregate`,
+when read. The same estimator rounds run as in-process
+(:meth:`~fastfc.base.BaseFederatedClusterer.client_round`,
+:meth:`~fastfc.base.BaseFederatedClusterer.server_round`,
 :meth:`~fastfc.base.BaseFederatedClusterer.client_assign`), so with the same
-``random_state`` every client's labels equal those of ``fit_clients``.
+``random_state`` every client's labels equal those of ``fit_clients``, for the
+one-shot methods and for multi-round runs (``refine_rounds``, ``FedKMeans``) alike.
 
 Flow of one run:
 
 1. The ServerApp waits for the SuperNodes (``num-clients``, at most
-   ``wait-timeout`` seconds) and sends each a ``summarize`` task.
-2. Each ClientApp loads *its own* data (node config ``data-path``), runs the
-   client phase, keeps its private state on local disk (a
-   :class:`~fastfc._state.ClientState` archive, no pickle) and replies with its
-   summary, addressed with its ``client-index`` (node config), which fixes its
-   position, hence its random stream.
-3. The server validates the summaries (a summary whose address differs from its
-   sender's ``client-index`` is that client's fault), applies the missing-client policy
-   (``min-clients``, ``on-missing``), runs the server phase and sends each
-   responder its reply, addressed to that client, in an ``assign`` task.
-4. Each client checks that the reply is addressed to it, labels its rows and writes them locally (node config
-   ``labels-path``); only a count goes back. Per-row labels never leave a client.
-5. The server writes a JSON report (run config ``report-path``): who answered,
-   who was missing and why, the global model's size and the timings.
+   ``wait-timeout`` seconds) and sends each a ``summarize`` task (round 0).
+2. Each ClientApp loads *its own* data (node config ``data-path``), runs its
+   round, keeps its private state on local disk (a
+   :class:`~fastfc._state.ClientState` archive, no pickle, one file per run and
+   client) and replies with its upload, addressed with its ``client-index`` (node
+   config), which fixes its position, hence its random stream.
+3. The server validates the uploads (class of the round, address equal to the
+   sender's ``client-index``, round stamp; anything else is that client's fault),
+   applies the missing-client policy (``min-clients``, ``on-missing``) and runs
+   its round. Round 0 restarts with fresh randomness after a method's restart error.
+4. While the server is not done, it sends each client still in the run the
+   broadcast it made for it in a ``round`` task (round ``r >= 1``); the client
+   checks that the broadcast is the one its method expects in round ``r``,
+   addressed to it and stamped ``r - 1``, runs round ``r`` from its stored state
+   and uploads. The missing-client policy applies in every round: a client lost
+   in round ``r`` is out of the run (no labels) and reported with round ``r``, or
+   the run stops with an error naming the round and the client.
+5. When done, each client gets its final broadcast in an ``assign`` task, labels
+   its rows, writes them locally (node config ``labels-path``) and removes its
+   state; only a count goes back. Per-row labels never leave a client.
+6. The server writes a JSON report (run config ``report-path``): who answered,
+   who was lost in which round and why, the global model's size, the rounds run,
+   and per round the seconds and the wire bytes up and down of every client.
 
 The transport-independent parts (:class:`ClientWorker`, :func:`run_server_phases`)
 need no Flower and are what the tests exercise in-process; the Flower glue is
@@ -72,7 +82,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "fastfc-flower"
 version = "0.1.0"
-description = "fastfc one-shot federated clustering as a Flower app"
+description = "fastfc federated clustering as a Flower app"
 license = "BSD-3-Clause"
 dependencies = ["fastfc[flower]"]
 
@@ -280,6 +290,13 @@ class ClientWorker:
         self._save_state(state, run_key)
         return encode_payload(upload)
 
+    def release(self, *, run_key: str) -> bool:
+        """Drop this run's state (the server will not continue the run with this client); whether there was one."""
+        path = self._state_file(run_key)
+        existed = path.is_file()
+        path.unlink(missing_ok=True)
+        return existed
+
     def assign(self, task: dict, payload: Any, *, run_key: str) -> int:
         """Label the rows from the server's final broadcast, write them locally, return how many.
 
@@ -409,8 +426,10 @@ SendFn = Callable[[str, dict, dict], dict]
 
 
 def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
-                  known: Mapping[str, int] | None) -> tuple[dict[int, tuple[str, Message, int]], list[ClientFailure]]:
-    """Validate the replies of round ``rnd``: ``({client: (node, upload, n_bytes)}, failures)``.
+                  known: Mapping[str, int] | None) -> tuple[dict, list[ClientFailure], set[str]]:
+    """Validate the replies of round ``rnd``: ``({client: (node, upload, n_bytes)}, failures, answered)``.
+
+    ``answered`` holds every node that replied at all (valid or not): those are reachable.
 
     Only what a client sent can be its fault (a malformed or missing client-index header, an
     index other than the one it had in round 0, or a message that is malformed, of another
@@ -422,6 +441,7 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
     what = "summary" if rnd == 0 else f"round-{rnd} upload"
     by_index: dict[int, tuple[str, Message, int]] = {}
     failures: list[ClientFailure] = []
+    answered: set[str] = set()
 
     def fail(node, reason, idx=None):
         idx = known.get(node) if idx is None and known is not None else idx
@@ -433,6 +453,7 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
             fail(node, res.reason)
             continue
         header, payload = res
+        answered.add(node)
         idx = header.get("client-index") if isinstance(header, Mapping) else None
         if not isinstance(idx, (Integral, np.integer)) or isinstance(idx, (bool, np.bool_)):
             fail(node, f"malformed reply header: client-index {idx!r} is not an integer")
@@ -459,13 +480,21 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
             fail(node, f"duplicate client-index {idx} (also {by_index[idx][0]})", idx)
             continue
         by_index[idx] = (node, upload, int(np.asarray(payload).size))
-    return by_index, failures
+    return by_index, failures, answered
+
+
+def _release(send: SendFn, nodes, task: dict) -> None:
+    """Tell reachable clients that the run will not continue with them (they drop their state)."""
+    if nodes:
+        send("release", {n: None for n in sorted(nodes)}, task)
 
 
 def _policy(by_index: Mapping, failures: list[ClientFailure], n_asked: int, rnd: int, *, min_clients: int,
-            on_missing: str) -> None:
-    """The missing-client policy of one round: raise FederationError, or let the run go on."""
+            on_missing: str, send: SendFn, answered: set[str], task: dict) -> None:
+    """The missing-client policy of one round: raise FederationError (after telling every client that
+    answered to drop its state), or let the run go on."""
     if len(by_index) < min_clients or (failures and on_missing == "fail"):
+        _release(send, answered, task)
         names = "; ".join(f"{f.node}" + (f" (client {f.client})" if f.client is not None else "") + f": {f.reason}"
                           for f in failures) or "none"
         raise FederationError(
@@ -500,10 +529,12 @@ def run_server_phases(
     ----------
     send : callable
         ``send(phase, payloads, task)`` delivers a task to each listed node
-        (``phase`` is ``"summarize"``, ``"round"`` or ``"assign"``; ``payloads``
-        maps node -> uint8 array or None; ``task`` carries ``round`` and
-        ``restart``) and returns, per node, ``(header, payload)`` or a
-        :class:`ClientFailure`.
+        (``phase`` is ``"summarize"``, ``"round"``, ``"assign"`` or ``"release"``;
+        ``payloads`` maps node -> uint8 array or None; ``task`` carries ``round``
+        and ``restart``) and returns, per node, ``(header, payload)`` or a
+        :class:`ClientFailure`. ``"release"`` (no payload, replies ignored) tells
+        clients that answered but that the run goes on without (a rejected upload)
+        or stops for (a :class:`FederationError`) to drop their state.
     nodes : list of str
         The nodes of the federation.
     task : dict
@@ -540,8 +571,9 @@ def run_server_phases(
     restart = 0
     while True:
         out = send("summarize", {n: None for n in nodes}, {**task, "restart": restart, "round": 0})
-        by_index, failures = _read_uploads(out, nodes, est, 0, n_clients, None)
-        _policy(by_index, failures, len(nodes), 0, **policy)
+        by_index, failures, answered = _read_uploads(out, nodes, est, 0, n_clients, None)
+        _policy(by_index, failures, len(nodes), 0, **policy, send=send, answered=answered,
+                task={**task, "restart": restart, "round": 0})
         order = sorted(by_index)
         try:
             broadcasts, server_state, done = est.server_round([by_index[i][1] for i in order], None, round=0,
@@ -553,6 +585,7 @@ def run_server_phases(
             restart += 1
     report.restarts = restart
     report.missing = failures
+    dropped = answered - {v[0] for v in by_index.values()}  # reachable clients the run goes on without
     index_of = {by_index[i][0]: i for i in order}  # node -> client index, fixed from round 0 on
     node_of = {i: n for n, i in index_of.items()}
     t1 = time.perf_counter()
@@ -570,11 +603,12 @@ def run_server_phases(
             raise RuntimeError(f"{type(est).__name__}: the server did not finish within {max_rounds} rounds")
         tr = time.perf_counter()
         asked = [node_of[i] for i in sorted(sent)]
-        out = send("round", {node_of[i]: sent[i] for i in sorted(sent)},
-                   {**task, "restart": restart, "round": rnd})
-        by_index, failures = _read_uploads(out, asked, est, rnd, n_clients, index_of)
-        _policy(by_index, failures, len(asked), rnd, **policy)
+        round_task = {**task, "restart": restart, "round": rnd}
+        out = send("round", {node_of[i]: sent[i] for i in sorted(sent)}, round_task)
+        by_index, failures, answered = _read_uploads(out, asked, est, rnd, n_clients, index_of)
+        _policy(by_index, failures, len(asked), rnd, **policy, send=send, answered=answered, task=round_task)
         report.missing.extend(failures)
+        dropped |= answered - {v[0] for v in by_index.values()}
         order = sorted(by_index)
         broadcasts, server_state, done = est.server_round([by_index[i][1] for i in order], server_state,
                                                           round=rnd, random_state=seed, restart=restart)
@@ -597,6 +631,7 @@ def run_server_phases(
             continue
         report.n_labelled[i] = int(res[0].get("n-labelled", -1))
     report.missing_clients = sorted(set(range(n_clients)) - set(report.n_labelled))
+    _release(send, dropped, {**task, "restart": restart, "round": rnd})
     report.timings = {"summarize+server": t1 - t0, "rounds": t2 - t1, "assign": time.perf_counter() - t2}
     return report
 
@@ -796,6 +831,8 @@ def make_client_app(mods: list | None = None):
         elif phase == "assign":
             n = worker.assign(task, msg.content["fastfc"]["msg"].numpy(), run_key=run_key)
             content = RecordDict({"header": ConfigRecord({**header, "n-labelled": n})})
+        elif phase == "release":
+            content = RecordDict({"header": ConfigRecord({**header, "released": worker.release(run_key=run_key)})})
         else:
             raise ValueError(f"unknown fastfc phase {phase!r}")
         return FlwrMessage(content=content, reply_to=msg)

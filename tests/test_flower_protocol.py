@@ -40,7 +40,7 @@ def _memory_send(workers, *, broken=(), garbage=(), calls=None, lose=None, tampe
     def send(phase, payloads, task):
         if calls is not None:
             calls.append((phase, task.get("round", 0)))
-        rnd = task.get("round", 0) if phase != "assign" else task.get("round", 0) + 1
+        rnd = task.get("round", 0) if phase in ("summarize", "round") else task.get("round", 0) + 1
         out = {}
         for node, payload in payloads.items():
             if node in broken or rnd >= lose.get(node, np.inf):
@@ -60,6 +60,8 @@ def _memory_send(workers, *, broken=(), garbage=(), calls=None, lose=None, tampe
                     arr_out = arr
                 history[node].append(arr)
                 out[node] = ({"client-index": w.client_index}, arr_out)
+            elif phase == "release":
+                out[node] = ({"released": w.release(run_key="r1")}, None)
             else:
                 out[node] = ({"n-labelled": w.assign(task, payload, run_key="r1")}, None)
         return out
@@ -284,6 +286,9 @@ def test_client_lost_in_round_2_fail_and_min_clients(tmp_path):
     with pytest.raises(FederationError, match=r"round 2: 3 of 4 clients answered .*node1 \(client 1\): connection lost"):
         run_server_phases(_memory_send(workers, lose={"node1": 2}), list(workers), task, min_clients=3,
                           on_missing="fail")
+    # the clients that answered round 2 were told to drop their state; the lost one keeps its round-1
+    # state (unreachable), which a later run of that client removes once it is stale
+    assert _state_files(tmp_path) == [".fastfc-state-r1-client1.npz"]
     with pytest.raises(FederationError, match=r"round 2: 2 of 4 clients answered \(min-clients=3"):
         run_server_phases(_memory_send(workers, lose={"node1": 2, "node3": 2}), list(workers), task, min_clients=3)
 
@@ -332,9 +337,13 @@ def test_bad_round_2_upload_is_that_clients_failure(tmp_path, tamper, reason):
     assert not (tmp_path / "labels1.npy").exists()
     for i in (0, 2, 3):
         np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), expected[i])
+    # client 1 answered, so the server told it to drop its state: no state file is left behind
+    assert _state_files(tmp_path) == []
+    calls = []
     with pytest.raises(FederationError, match="round 2: .*client 1"):
-        run_server_phases(_memory_send(workers, tamper={"node1": (2, tamper)}), list(workers),
+        run_server_phases(_memory_send(workers, tamper={"node1": (2, tamper)}, calls=calls), list(workers),
                           {"method": "kfed", "params": params, "random_state": 3}, min_clients=3, on_missing="fail")
+    assert calls[-1] == ("release", 2) and _state_files(tmp_path) == []
 
 
 def test_client_index_changed_after_round_0_is_rejected(tmp_path):
