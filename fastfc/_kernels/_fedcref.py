@@ -20,7 +20,7 @@ Spec: ``shared/specs/fedcref.md`` §3.1 (AE), §3.3 (association score), §3.5 (
   reconstruction error, without materialising ``x_hat``.
 * :func:`adam_step` -- one Keras-style Adam update of a flat float32 parameter buffer.
 * :func:`association_score` -- ``Q_alpha(minmax(|e_own - e_ext|))`` of one (cluster, model) pair.
-* :func:`cluster_scores` -- the score of every (own cluster, model) pair of a client, ``prange``.
+* :func:`cluster_scores` -- the score of every (own cluster, model) pair of a client.
 * :func:`cluster_refine` -- Algorithm 2 (greedy model selection, leftovers to the best selected).
 """
 from __future__ import annotations
@@ -211,7 +211,7 @@ def association_score(e_own, e_ext, alpha):
     return _score(e_own, e_ext, idx, alpha, buf)
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True, parallel=True)
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
 def cluster_scores(E, order, starts, own_col, ext_cols, alpha, out):
     """Scores of every (own cluster, received model) pair of one client.
 
@@ -234,7 +234,7 @@ def cluster_scores(E, order, starts, own_col, ext_cols, alpha, out):
     """
     k = starts.shape[0] - 1
     m = ext_cols.shape[0]
-    for t in numba.prange(k * m):
+    for t in range(k * m):
         q = t // m
         j = t - q * m
         n = starts[q + 1] - starts[q]
