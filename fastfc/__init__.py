@@ -21,8 +21,9 @@ _ESTIMATORS = {
     "FeCA": "fastfc.feca",
     "FedKStarHC": "fastfc.fed_kstar_hc",
     "FedKMeans": "fastfc.fed_kmeans",
+    "FedCRef": "fastfc.fedcref",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc", "fed_kmeans")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc", "fed_kmeans", "fedcref")
 
 __all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
 

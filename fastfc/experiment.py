@@ -22,6 +22,7 @@ METHODS: dict[str, str] = {
     "feca": "fastfc.feca:FeCA",
     "fedkstarhc": "fastfc.fed_kstar_hc:FedKStarHC",
     "fedkmeans": "fastfc.fed_kmeans:FedKMeans",
+    "fedcref": "fastfc.fedcref:FedCRef",
 }
 
 

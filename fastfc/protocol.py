@@ -96,6 +96,7 @@ _METHOD_MODULES = {
     "feca": "fastfc.feca",
     "fedkstarhc": "fastfc.fed_kstar_hc",
     "refine": "fastfc._refine",
+    "fedcref": "fastfc.fedcref",
 }
 _HEADER_KEYS = frozenset({"v", "method", "kind", "client", "round", "scalars", "arrays"})
 _ARRAY_KEYS = frozenset({"name", "dtype", "shape"})
