@@ -47,3 +47,38 @@ class AssignWeighted:
 
     def time_assign_weighted_float32(self, n_samples, n_jobs):
         assign_nearest(self.X, self.C, self.W, n_jobs=n_jobs)
+
+
+class LloydRound:
+    """One federated-Lloyd round's client statistics (``lloyd_stats``) vs one scikit-learn Lloyd iteration.
+
+    Same rows (10^6 x 50, standard normal), 10 centres, float64 and float32, 1 and 2
+    threads; scikit-learn's iteration (``lloyd_iter_chunked_dense``, labels and new
+    centres in the rows' dtype) under a one-thread BLAS limit as ``KMeans`` runs it.
+    ``benchmarks/lloyd_pass.py`` writes the side-by-side table.
+    """
+
+    params = (["float64", "float32"], [1, 2], ["fastfc", "sklearn"])
+    param_names = ["dtype", "n_jobs", "impl"]
+    timeout = 600
+
+    def setup(self, dtype, n_jobs, impl):
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from lloyd_pass import sklearn_iteration
+
+        from fastfc._lloyd import lloyd_stats
+
+        rng = np.random.default_rng(0)
+        self.X = rng.standard_normal((1_000_000, 50)).astype(dtype)
+        self.C = np.asarray(self.X[rng.choice(len(self.X), 10, replace=False)], dtype=np.float64)
+        if impl == "sklearn":
+            self.run, _ = sklearn_iteration(self.X, self.C, n_jobs)
+        else:
+            self.run = lambda: lloyd_stats(self.X, self.C, n_jobs=n_jobs)
+        self.run()  # warm up
+
+    def time_round(self, dtype, n_jobs, impl):
+        self.run()

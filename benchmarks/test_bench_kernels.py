@@ -29,3 +29,34 @@ def test_sklearn(benchmark, data):
     X, C = data
     labels = benchmark(pairwise_distances_argmin, X, C)
     assert labels.shape == (len(X),)
+
+
+LLOYD_SHAPE = (1_000_000, 50, 10)
+
+
+@pytest.fixture(scope="module", params=["float64", "float32"])
+def lloyd_data(request):
+    n, d, k = LLOYD_SHAPE
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, d)).astype(request.param)
+    return X, np.asarray(X[rng.choice(n, k, replace=False)], dtype=np.float64)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_lloyd_stats_fastfc(benchmark, lloyd_data, n_jobs):
+    """One round's client statistics (counts, sums, inertia) on 10^6 x 50 rows, k = 10."""
+    from fastfc._lloyd import lloyd_stats
+
+    X, C = lloyd_data
+    counts, sums, inertia = benchmark(lloyd_stats, X, C, n_jobs=n_jobs)
+    assert counts.sum() == len(X)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_lloyd_iteration_sklearn(benchmark, lloyd_data, n_jobs):
+    """One scikit-learn Lloyd iteration on the same rows (see benchmarks/lloyd_pass.py)."""
+    from benchmarks.lloyd_pass import sklearn_iteration
+
+    X, C = lloyd_data
+    run, _ = sklearn_iteration(X, C, n_jobs)
+    benchmark(run)

@@ -20,8 +20,10 @@ _ESTIMATORS = {
     "GOLD": "fastfc.gold",
     "FeCA": "fastfc.feca",
     "FedKStarHC": "fastfc.fed_kstar_hc",
+    "FedKMeans": "fastfc.fed_kmeans",
+    "FedCRef": "fastfc.fedcref",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc", "fed_kmeans", "fedcref")
 
 __all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
 

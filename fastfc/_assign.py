@@ -25,6 +25,30 @@ GEMM_MIN_WORK = 256
 GEMM_MIN_FEATURES = 8
 
 
+def use_gemm(n_features: int, n_prototypes: int) -> bool:
+    """Whether the (unweighted) assignment takes the BLAS-screened kernel for this shape."""
+    return n_features >= GEMM_MIN_FEATURES and n_features * n_prototypes >= GEMM_MIN_WORK
+
+
+def gemm_norms(C: np.ndarray) -> tuple[np.ndarray, float]:
+    """Squared norms of the prototypes and a bound of their largest norm (the BLAS screen's inputs).
+
+    Parameters
+    ----------
+    C : ndarray of shape (n_prototypes, n_features), C-contiguous float32/float64
+
+    Returns
+    -------
+    cn : ndarray of shape (n_prototypes,), dtype of ``C``
+        ``||c_j||^2``.
+    cmax : float
+        ``max_j ||c_j||``, rounded up (float32 norms are computed in float32).
+    """
+    cn = np.einsum("ij,ij->i", C, C)
+    cmax = float(np.sqrt(np.max(cn.astype(np.float64)))) * (1.0 + 1e-5) + 1e-30
+    return cn, cmax
+
+
 def _as_float_2d(name: str, A, dtype) -> np.ndarray:
     A = np.asarray(A)
     if A.ndim != 2:
@@ -127,10 +151,8 @@ def assign_nearest(
     dist = np.empty(n, dtype=dtype)
     n_threads = effective_n_jobs(n_jobs)
     d, k = C.shape[1], C.shape[0]
-    if W is None and d >= GEMM_MIN_FEATURES and d * k >= GEMM_MIN_WORK:
-        cn = np.einsum("ij,ij->i", C, C)
-        # a bound of the largest norm, rounded up (float32 norms are computed in float32)
-        cmax = float(np.sqrt(np.max(cn.astype(np.float64)))) * (1.0 + 1e-5) + 1e-30
+    if W is None and use_gemm(d, k):
+        cn, cmax = gemm_norms(C)
 
         def run(Xb, lab, dst):
             assign_nearest_gemm_kernel(Xb, C, cn, cmax, lab, dst, n_threads, GEMM_CHUNK_SIZE)

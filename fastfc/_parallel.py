@@ -77,18 +77,22 @@ def phase_entropy(random_state, where: str) -> int:
     return resolve_entropy(random_state)
 
 
-def client_rng(entropy: int, client_index: int, restart: int = 0) -> np.random.Generator:
+def client_rng(entropy: int, client_index: int, restart: int = 0, round: int = 0) -> np.random.Generator:
     """Independent stream of client ``client_index`` (a pure function of its arguments).
 
-    ``restart > 0`` gives the fresh, independent stream of a whole-run restart.
+    ``restart > 0`` gives the fresh, independent stream of a whole-run restart;
+    ``round > 0`` the stream of that protocol round (round 0 keeps the one-shot key).
     """
-    key = (_CLIENT_STREAM, int(client_index)) + ((int(restart),) if restart else ())
+    key = (_CLIENT_STREAM, int(client_index)) + ((int(restart),) if restart or round else ())
+    key += (int(round),) if round else ()
     return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=key))
 
 
-def server_rng(entropy: int, restart: int = 0) -> np.random.Generator:
-    """Independent stream of the server (``restart > 0``: that restart's fresh stream)."""
-    key = (_SERVER_STREAM,) + ((int(restart),) if restart else ())
+def server_rng(entropy: int, restart: int = 0, round: int = 0) -> np.random.Generator:
+    """Independent stream of the server (``restart > 0``: that restart's fresh stream; ``round > 0``:
+    that protocol round's)."""
+    key = (_SERVER_STREAM,) + ((int(restart),) if restart or round else ())
+    key += (int(round),) if round else ()
     return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=key))
 
 

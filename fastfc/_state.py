@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ClientState", "StateError", "STATE_FORMAT", "STATE_VERSION"]
+__all__ = ["ClientState", "ServerState", "StateError", "STATE_FORMAT", "STATE_VERSION"]
 
 STATE_FORMAT = "fastfc-client-state"
 STATE_VERSION = 1
@@ -179,3 +179,34 @@ class ClientState:
         """Read a state written by :meth:`save`."""
         with open(path, "rb") as fh:
             return cls.from_bytes(fh.read())
+
+
+@dataclass(frozen=True, eq=False)
+class ServerState:
+    """What the server keeps between rounds of a multi-round run (never sent).
+
+    It lives in the server's process (the in-process runner or the Flower
+    ServerApp), so it may hold the round-0 global model as a message.
+
+    Parameters
+    ----------
+    method : str
+        The estimator class that made the state.
+    round : int
+        The last round the server completed (>= 0).
+    model : Message or None
+        The round-0 global model.
+    values : mapping of str to object
+        The method's own server state (arrays, scalars, small records).
+    """
+
+    method: str
+    round: int
+    model: Any
+    values: Mapping[str, Any]
+
+    def __getitem__(self, name: str):
+        try:
+            return self.values[name]
+        except KeyError:
+            raise StateError(f"the {self.method} server state has no value {name!r}") from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -30,11 +30,12 @@ from ._parallel import (
     client_rng, limit_blas_threads, map_clients, phase_entropy, pinned_worker, plan_threads, resolve_entropy,
     server_rng,
 )
-from ._state import ClientState, StateError
+from ._runners import RunResult, reraise_with_note, run_one_shot, run_rounds
+from ._state import ClientState, ServerState, StateError
 from ._validation import check_client_data, check_client_index, check_clients, split_by_client_ids
 from .protocol import Message, MessageError
 
-__all__ = ["BaseFederatedClusterer", "ClientState", "StateError"]
+__all__ = ["BaseFederatedClusterer", "ClientState", "ServerState", "StateError"]
 
 LABEL_DTYPE = np.int32
 
@@ -42,16 +43,16 @@ LABEL_DTYPE = np.int32
 ProgressFn = Callable[[str, int, int], Any]
 
 
-def _reraise_with_note(exc: Exception, note: str) -> None:
-    """Re-raise ``exc`` itself (type and traceback kept) with ``note`` added to its message."""
-    if hasattr(exc, "add_note"):  # Python >= 3.11
-        exc.add_note(note)
-        raise exc
-    try:  # Python 3.10: the same class, chained to the original
-        wrapped = type(exc)(f"{exc}; {note}")
-    except Exception:  # a constructor with other arguments: keep the original as is
-        raise exc from None
-    raise wrapped from exc
+#: kept for code that imported it from here
+_reraise_with_note = reraise_with_note
+
+
+def _refine():
+    """The refinement module, imported on first use: a process that runs only one-shot fits (or only decodes
+    one method's messages) never loads it."""
+    from . import _refine as module
+
+    return module
 
 
 class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
@@ -72,6 +73,8 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "n_jobs": [None, Integral],
+        "refine_rounds": [Interval(Integral, 0, None, closed="left")],
+        "refine_tol": [Interval(Real, 0, None, closed="left")],
     }
     _summary_cls: type[Message]
     _reply_cls: type[Message]
@@ -159,8 +162,12 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         return model, [r.addressed(client=s.client, round=s.round) for r, s in zip(replies, summaries)]
 
     def _run_assign(self, X: np.ndarray, state: ClientState, reply: Message, n_threads: int) -> np.ndarray:
-        """Client phase 2 (the worker callable) on a checked state and reply."""
+        """Client phase 2 (the worker callable) on a checked state and reply (or final refined centres)."""
         with pinned_worker():
+            if self._refine_rounds() > 0 and isinstance(reply, _refine().RefineCenters):
+                from ._units import nearest_weighted
+
+                return nearest_weighted(X, reply.centers, reply.weight, n_jobs=n_threads).astype(LABEL_DTYPE)
             return np.asarray(self._assign(X, state, reply, n_threads), dtype=LABEL_DTYPE)
 
     # ------------------------------------------------------- public protocol
@@ -269,6 +276,246 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         with limit_blas_threads(n_threads):
             return self._run_assign(X, state, reply, n_threads)
 
+    # ------------------------------------------------------- rounds protocol
+    def _refine_rounds(self) -> int:
+        """Refinement rounds asked for (0 without the parameter)."""
+        return int(getattr(self, "refine_rounds", 0) or 0)
+
+    def _multi_round(self) -> bool:
+        """Whether a fit runs the rounds protocol (more than round 0)."""
+        return self._refine_rounds() > 0
+
+    def _max_rounds(self) -> int:
+        """Most rounds after round 0 the server may ask for (override for multi-round methods)."""
+        return self._refine_rounds()
+
+    def _refine_standardize(self) -> bool:
+        """Whether refinement measures distances in the federation's standardised units when the
+        round-0 model carries no feature weights (override; False: raw units)."""
+        return False
+
+    def _broadcast_cls(self, round: int) -> type[Message]:
+        """Class of the server's broadcast that client round ``round`` (>= 1) consumes."""
+        return self._reply_cls if round == 1 else _refine().RefineCenters
+
+    def _upload_cls(self, round: int) -> type[Message]:
+        """Class of the clients' uploads in round ``round``."""
+        return self._summary_cls if round == 0 else _refine().RefineStats
+
+    def client_round(
+        self, X, state: ClientState | None = None, broadcast: Message | None = None, *, round: int = 0,
+        client_index: int = 0, random_state: int | None = None, restart: int = 0,
+    ) -> tuple[Message, ClientState]:
+        """One client's part of protocol round ``round``.
+
+        Round 0 is :meth:`client_summarize` (``state`` and ``broadcast`` are None).
+        In round ``r >= 1`` the client reads the broadcast the server sent it in
+        round ``r - 1`` and its state from its previous round, and returns its
+        upload and its new state. When the server said done, the client labels
+        its rows with :meth:`client_assign` and the last broadcast instead.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_client, n_features)
+            The client's rows (the same in every round).
+        state : ClientState or None
+            The state this client's previous round returned (None in round 0).
+        broadcast : Message or None
+            What the server sent this client in round ``round - 1`` (None in round 0).
+        round : int, default=0
+            The protocol round (>= 0).
+        client_index : int, default=0
+            Position of the client (round 0 only; later rounds take it from ``state``).
+        random_state : int or None, default=None
+            As in :meth:`client_summarize` (the stream key includes the round).
+        restart : int, default=0
+            Whole-run restart number of round 0.
+
+        Returns
+        -------
+        upload : Message
+            Addressed with the client and the round.
+        state : ClientState
+            The client's new private state (``state.round == round``).
+
+        Raises
+        ------
+        StateError
+            ``state`` missing, another method's or rows', or not from round ``round - 1``.
+        MessageError
+            ``broadcast`` of the wrong kind, for another client or another round.
+        """
+        if not isinstance(round, (Integral, np.integer)) or isinstance(round, (bool, np.bool_)) or round < 0:
+            raise ValueError(f"round must be an integer >= 0, got {round!r}")
+        if round == 0:
+            if state is not None or broadcast is not None:
+                raise ValueError("round 0 takes no state and no broadcast (it is client_summarize)")
+            return self.client_summarize(X, client_index=client_index, random_state=random_state, restart=restart)
+        if round > self._max_rounds():
+            raise ValueError(f"round {round} is beyond this estimator's last round ({self._max_rounds()})")
+        entropy = phase_entropy(self.random_state if random_state is None else random_state, "client_round")
+        self._validate_params()
+        X = check_client_data(X)
+        state = self._check_state(state, X)
+        if state.round != round - 1:
+            raise StateError(f"client_round {round} needs the state of round {round - 1}, got {state.describe()}")
+        broadcast = self._check_broadcast(broadcast, state, round)
+        n_threads = plan_threads(self.n_jobs, 1).per_client
+        with limit_blas_threads(n_threads):
+            return self._run_client_round(X, state, broadcast, state.client, entropy, restart, round, n_threads)
+
+    def server_round(
+        self, uploads: Sequence[Message], server_state: ServerState | None = None, *, round: int = 0,
+        random_state: int | None = None, restart: int = 0,
+    ) -> tuple[list[Message], ServerState, bool]:
+        """The server's part of protocol round ``round``.
+
+        Parameters
+        ----------
+        uploads : sequence of Message
+            The uploads of round ``round`` of every responding client (client order;
+            no client twice). A client lost in a round is simply absent.
+        server_state : ServerState or None
+            The state the server's previous round returned (None in round 0).
+        round : int, default=0
+        random_state : int or None, default=None
+            As in :meth:`server_aggregate`.
+        restart : int, default=0
+
+        Returns
+        -------
+        broadcasts : list of Message
+            One per upload, addressed to its client and stamped with ``round``.
+        server_state : ServerState
+        done : bool
+            True when the run is finished: ``broadcasts`` are then what each client
+            labels its rows with (:meth:`client_assign`).
+        """
+        if not isinstance(round, (Integral, np.integer)) or isinstance(round, (bool, np.bool_)) or round < 0:
+            raise ValueError(f"round must be an integer >= 0, got {round!r}")
+        entropy = phase_entropy(self.random_state if random_state is None else random_state, "server_round")
+        self._validate_params()
+        n_threads = plan_threads(self.n_jobs, 1).server
+        if round == 0:
+            if server_state is not None:
+                raise ValueError("round 0 takes no server state")
+            summaries = self._check_summaries(uploads)
+            with limit_blas_threads(n_threads):
+                model, replies = self._run_aggregate(summaries, entropy, restart, n_threads)
+                return self._run_server_start(model, replies, summaries, entropy, restart, n_threads)
+        if not isinstance(server_state, ServerState) or server_state.method != self._state_method():
+            raise StateError(f"server_round {round} needs the {self._state_method()} server state of round "
+                             f"{round - 1}, got {type(server_state).__name__}")
+        if server_state.round != round - 1:
+            raise StateError(f"server_round {round} needs the server state of round {round - 1}, "
+                             f"got round {server_state.round}")
+        uploads = self._check_uploads(uploads, round)
+        with limit_blas_threads(n_threads):
+            return self._run_server_round(uploads, server_state, entropy, restart, round, n_threads)
+
+    def _check_broadcast(self, broadcast, state: ClientState, round: int) -> Message:
+        cls = self._broadcast_cls(round)
+        if not isinstance(broadcast, cls):
+            raise MessageError(f"client round {round} expects a {cls.__name__} broadcast, "
+                               f"got {type(broadcast).__name__}")
+        if broadcast.client is not None and broadcast.client != state.client:
+            raise MessageError(f"the broadcast is addressed to client {broadcast.client}, but this is client "
+                               f"{state.client} (per its state)")
+        if broadcast.round != round - 1:
+            raise MessageError(f"client round {round} needs the server's broadcast of round {round - 1}, "
+                               f"got one of round {broadcast.round}")
+        if getattr(broadcast, "final", False) is True:
+            raise MessageError("the broadcast is final: label the rows with client_assign")
+        return broadcast
+
+    def _check_uploads(self, uploads: Sequence[Message], round: int) -> list[Message]:
+        uploads = list(uploads)
+        if not uploads:
+            raise ValueError(f"no uploads in round {round}: at least one client is required")
+        cls = self._upload_cls(round)
+        for i, u in enumerate(uploads):
+            if not isinstance(u, cls):
+                raise MessageError(f"upload {i} of round {round} is a {type(u).__name__}, expected {cls.__name__}")
+            if u.round != round:
+                raise MessageError(f"upload {i} is stamped round {u.round}, but this is round {round}")
+        clients = [u.client for u in uploads if u.client is not None]
+        if len(set(clients)) != len(clients):
+            dup = sorted({c for c in clients if clients.count(c) > 1})
+            raise MessageError(f"several uploads of round {round} come from client(s) {dup}")
+        dims = {int(u.n_features) for u in uploads}
+        if len(dims) > 1:
+            raise ValueError(f"round {round} uploads have different feature counts: {sorted(dims)}")
+        return uploads
+
+    def _run_server_start(self, model: Message, replies: list[Message], summaries: list[Message], entropy: int,
+                          restart: int, n_threads: int) -> tuple[list[Message], ServerState, bool]:
+        """After the round-0 server phase: (broadcasts, server state, done)."""
+        state = ServerState(method=self._state_method(), round=0, model=model,
+                            values={"replies": replies, "clients": [s.client for s in summaries]})
+        return replies, state, not self._multi_round()
+
+    def _run_server_round(self, uploads: list[Message], server_state: ServerState, entropy: int, restart: int,
+                          round: int, n_threads: int) -> tuple[list[Message], ServerState, bool]:
+        with pinned_worker():
+            broadcasts, values, done = self._server_round(uploads, server_state,
+                                                          server_rng(entropy, restart, round), n_threads, round)
+        if len(broadcasts) != len(uploads):  # programming error in a method
+            raise RuntimeError(f"server produced {len(broadcasts)} broadcasts for {len(uploads)} uploads")
+        new_state = ServerState(method=server_state.method, round=round, model=server_state.model, values=values)
+        return [b.addressed(client=u.client, round=round) for b, u in zip(broadcasts, uploads)], new_state, done
+
+    def _run_client_round(self, X: np.ndarray, state: ClientState, broadcast: Message, index: int, entropy: int,
+                          restart: int, round: int, n_threads: int) -> tuple[Message, ClientState]:
+        with pinned_worker():
+            upload, values = self._client_round(X, state, broadcast, client_rng(entropy, index, restart, round),
+                                                n_threads, round)
+        new_state = ClientState(method=state.method, client=index, n_samples=X.shape[0], n_features=X.shape[1],
+                                values=values, round=round)
+        return upload.addressed(client=index, round=round), new_state
+
+    # refinement (the rounds of every one-shot method; multi-round methods override both)
+    def _client_round(self, X: np.ndarray, state: ClientState, broadcast: Message, rng: np.random.Generator,
+                      n_threads: int, round: int) -> tuple[Message, dict]:
+        """Client round ``round >= 1``: (upload, new private values). Default: a refinement round."""
+        upload = _refine().client_stats(X, broadcast, lambda: self._assign(X, state, broadcast, n_threads), n_threads)
+        return upload, state.values
+
+    def _server_round(self, uploads: list[Message], server_state: ServerState, rng: np.random.Generator,
+                      n_threads: int, round: int) -> tuple[list[Message], dict, bool]:
+        """Server round ``round >= 1``: (broadcasts, new server values, done). Default: a refinement round."""
+        values = dict(server_state.values)
+        model = server_state.model
+        if round == 1:
+            if any(u.moments.shape[0] != 3 for u in uploads):
+                raise MessageError("a first-round refinement upload carries no feature moments")
+            setup = _refine().setup_from_moments([u.moments for u in uploads], getattr(model, "feature_weight", None),
+                                       self._refine_standardize(), self.refine_tol, who=type(self).__name__)
+            centers = np.asarray(model.centers, dtype=np.float64)
+            history: list = []
+        else:
+            setup, centers, history = values["setup"], values["centers"], list(values["history"])
+        new, shift, inertia, n_empty = _refine().server_update(uploads, centers, setup)
+        history.append((shift, inertia, n_empty, int(sum(int(u.counts.sum()) for u in uploads))))
+        done = round >= self._refine_rounds() or shift <= setup.threshold
+        values.update(setup=setup, centers=new, history=history)
+        bc = _refine().RefineCenters(centers=new, n_features=new.shape[1], feature_weight=setup.weight, final=done)
+        return [bc] * len(uploads), values, done
+
+    def _set_rounds_attributes(self, server_state: ServerState) -> None:
+        """Fitted attributes of a multi-round run from the server's last state (override to add)."""
+        if "centers" not in server_state.values:
+            return
+        self.cluster_centers_ = np.array(server_state["centers"])
+        self.n_clusters_ = int(self.cluster_centers_.shape[0])
+        weight = server_state["setup"].weight
+        self.feature_weight_ = None if weight is None else np.array(weight)
+        hist = np.asarray(server_state["history"], dtype=np.float64).reshape(-1, 4)
+        self.n_refine_rounds_ = int(hist.shape[0])
+        self.refine_history_ = {
+            "center_shift": hist[:, 0], "inertia": hist[:, 1], "n_empty": hist[:, 2].astype(np.int64),
+            "n_samples": hist[:, 3].astype(np.int64),
+        }
+
     def _check_state(self, state, X: np.ndarray) -> ClientState:
         if state is None:
             raise StateError(
@@ -287,7 +534,11 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         return state
 
     def _check_reply(self, reply, state: ClientState) -> Message:
-        if not isinstance(reply, self._reply_cls):
+        if self._refine_rounds() > 0 and isinstance(reply, _refine().RefineCenters):
+            if not reply.final:
+                raise MessageError("client_assign got a refinement broadcast that is not final: run client_round "
+                                   "on it (the server has not finished)")
+        elif not isinstance(reply, self._reply_cls):
             raise MessageError(f"expected a {self._reply_cls.__name__} reply, got {type(reply).__name__}")
         if reply.client is not None and reply.client != state.client:
             raise MessageError(
@@ -393,54 +644,27 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _fit_clients_validated(self, X_clients: list[np.ndarray], progress: ProgressFn | None = None) -> None:
         self._check_clients_vs_params(X_clients)
         entropy = resolve_entropy(self.random_state)
-        n_clients = len(X_clients)
-        plan = plan_threads(self.n_jobs, n_clients)
+        plan = plan_threads(self.n_jobs, len(X_clients))
+        runner = run_rounds if self._multi_round() else run_one_shot
+        result = runner(self, X_clients, entropy, plan, progress)
+        self._set_run_attributes(result)
 
-        def report(phase: str, done: int, total: int) -> None:
-            if progress is not None:
-                progress(phase, done, total)
-
-        def tick(phase: str):
-            return None if progress is None else (lambda done, total: progress(phase, done, total))
-
-        t0 = time.perf_counter()
-        max_restarts = self._max_restarts()
-        for restart in range(max_restarts + 1):
-            if restart:
-                report("restart", restart, max_restarts)
-            with limit_blas_threads(plan.per_client):
-                client_out = map_clients(
-                    lambda i: self._run_summarize(X_clients[i], i, entropy, restart, plan.per_client),
-                    n_clients, plan.workers, tick("summarize"),
-                )
-            t1 = time.perf_counter()
-            summaries = [s for s, _ in client_out]
-            report("server", 0, 1)
-            try:
-                with limit_blas_threads(plan.server):
-                    model, replies = self._run_aggregate(summaries, entropy, restart, plan.server)
-                break
-            except self._restart_on as exc:
-                if restart == max_restarts:
-                    _reraise_with_note(
-                        exc, f"the run failed in all {max_restarts + 1} attempt(s) with fresh randomness"
-                    )
-        report("server", 1, 1)
-        self.n_restarts_ = restart
-        t2 = time.perf_counter()
-        states = [st for _, st in client_out]
-        with limit_blas_threads(plan.per_client):
-            labels = map_clients(
-                lambda i: self._run_assign(X_clients[i], states[i], replies[i], plan.per_client),
-                n_clients, plan.workers, tick("assign"),
-            )
-        t3 = time.perf_counter()
-        self.client_summaries_ = summaries
-        self.global_model_ = model
-        self.client_labels_ = labels
-        self.timings_ = {"client": t1 - t0, "server": t2 - t1, "assign": t3 - t2, "total": t3 - t0}
-        self._set_model_attributes(model)
-        self._set_client_attributes(states, replies)
+    def _set_run_attributes(self, result: RunResult) -> None:
+        """Fitted attributes of a finished run (in-process runners)."""
+        self.client_summaries_ = result.summaries
+        self.global_model_ = result.model
+        self.client_labels_ = result.labels
+        self.n_restarts_ = result.restarts
+        self.timings_ = dict(result.timings)
+        self.n_rounds_ = len(result.bytes_up)
+        self.bytes_up_ = np.asarray(result.bytes_up, dtype=np.int64)
+        self.bytes_down_ = np.asarray(result.bytes_down, dtype=np.int64)
+        self.round_seconds_ = np.asarray(result.round_seconds, dtype=np.float64)
+        self._set_model_attributes(result.model)
+        replies0 = result.replies if result.server_state is None else result.server_state["replies"]
+        self._set_client_attributes(result.states, replies0)
+        if result.server_state is not None:
+            self._set_rounds_attributes(result.server_state)
 
     # ------------------------------------------------------------- predicting
     def predict(self, X):

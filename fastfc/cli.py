@@ -406,10 +406,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"{res['method']} on {args.dataset}: {res['n_samples']} rows x {res['n_features']} features, "
           f"{res['n_clients']} clients ({split}), {res['n_clusters']} clusters, seed {args.seed}, "
           f"{res['n_restarts']} restart(s)")
+    comm = res["communication"]
+    wire = {f"round {r}": f"{u:,} / {d:,}" for r, (u, d) in enumerate(zip(comm["bytes_up"], comm["bytes_down"]))}
+    n = max(res["n_clients"], 1)
+    wire["per client (mean)"] = f"{sum(comm['bytes_up']) // n:,} / {sum(comm['bytes_down']) // n:,}"
     for title, rows, fmt in (("metric", res["metrics"], ".4f"), ("phase", res["timings"], ".4f"),
-                             ("parameter", res["params"], "")):
+                             ("bytes up / down", wire, ""), ("parameter", res["params"], "")):
         print()
-        print(f"{title:<24}{'seconds' if title == 'phase' else 'value':>12}")
+        head = {"phase": "seconds", "bytes up / down": "all clients"}.get(title, "value")
+        print(f"{title:<24}{head:>12}")
         for key, value in rows.items():
             print(f"{key:<24}{format(value, fmt) if fmt else _param_text(value):>12}")
     return 0

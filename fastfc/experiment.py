@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["METHODS", "make_estimator", "dataset_kind", "load_federated", "run_method", "complete_dataset"]
+__all__ = ["METHODS", "communication", "make_estimator", "dataset_kind", "load_federated", "run_method", "complete_dataset"]
 
 #: method name (as used by the CLI) -> "module:Class"
 METHODS: dict[str, str] = {
@@ -21,6 +21,8 @@ METHODS: dict[str, str] = {
     "gold": "fastfc.gold:GOLD",
     "feca": "fastfc.feca:FeCA",
     "fedkstarhc": "fastfc.fed_kstar_hc:FedKStarHC",
+    "fedkmeans": "fastfc.fed_kmeans:FedKMeans",
+    "fedcref": "fastfc.fedcref:FedCRef",
 }
 
 
@@ -175,7 +177,10 @@ def run_method(
         ``method``, ``n_clients``, ``n_samples``, ``n_features``, ``n_clusters``,
         ``metrics`` (purity, acc, ari, nmi; empty without labels), ``timings``
         (client, server, assign, total seconds), ``n_restarts`` (whole-run
-        restarts of the fit, ``estimator.n_restarts_``), ``params`` (the
+        restarts of the fit, ``estimator.n_restarts_``), ``communication``
+        (``rounds``: protocol rounds run; ``bytes_up`` / ``bytes_down``: wire bytes
+        per round, summed over clients; ``bytes_up_per_client`` /
+        ``bytes_down_per_client``: per client, summed over rounds), ``params`` (the
         estimator's ``get_params()`` as JSON-serialisable values: with the
         data they reproduce the fit) and the fitted ``estimator``.
     """
@@ -217,8 +222,21 @@ def run_method(
         "metrics": {k: float(v) for k, v in metrics.items()},
         "timings": dict(est.timings_),
         "n_restarts": int(getattr(est, "n_restarts_", 0)),
+        "communication": communication(est),
         "params": {key: _jsonable(value) for key, value in est.get_params().items()},
         "estimator": est,
+    }
+
+
+def communication(est) -> dict[str, Any]:
+    """Rounds and wire bytes of a fitted estimator (see :func:`run_method`)."""
+    up, down = np.asarray(est.bytes_up_), np.asarray(est.bytes_down_)
+    return {
+        "rounds": int(est.n_rounds_),
+        "bytes_up": up.sum(axis=1).tolist(),
+        "bytes_down": down.sum(axis=1).tolist(),
+        "bytes_up_per_client": up.sum(axis=0).tolist(),
+        "bytes_down_per_client": down.sum(axis=0).tolist(),
     }
 
 

@@ -922,6 +922,8 @@ class FeCA(BaseFederatedClusterer):
         tol: float = 1e-4,
         merge_pieces: bool = True,
         units: str | None = "federated",
+        refine_rounds: int = 0,
+        refine_tol: float = 1e-4,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -937,6 +939,8 @@ class FeCA(BaseFederatedClusterer):
         self.merge_pieces = merge_pieces
         self.units = units
         self.random_state = random_state
+        self.refine_rounds = refine_rounds
+        self.refine_tol = refine_tol
         self.n_jobs = n_jobs
 
     def _k_local(self) -> int:

@@ -617,6 +617,8 @@ class FedHIRE(BaseFederatedClusterer):
         max_retries: int = 20,
         standardize: bool | str = "auto",
         fusion: str = "auto",
+        refine_rounds: int = 0,
+        refine_tol: float = 1e-4,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -634,6 +636,8 @@ class FedHIRE(BaseFederatedClusterer):
         self.standardize = standardize
         self.fusion = fusion
         self.random_state = random_state
+        self.refine_rounds = refine_rounds
+        self.refine_tol = refine_tol
         self.n_jobs = n_jobs
 
     _restart_on = (KModesInitError,)
@@ -658,6 +662,9 @@ class FedHIRE(BaseFederatedClusterer):
         if self.server_max_candidates == "auto":
             return None if self.semantics == "reference" else DEFAULT_SERVER_MAX_CANDIDATES
         return self.server_max_candidates
+
+    def _refine_standardize(self) -> bool:
+        return self._standardize()
 
     def _standardize(self) -> bool:
         return self.semantics != "reference" if self.standardize == "auto" else bool(self.standardize)

@@ -1269,6 +1269,8 @@ class FedKStarHC(BaseFederatedClusterer):
         sim_norm: str = "l2",
         center_source: str = "substitute",
         stats_source: str = "uploaded",
+        refine_rounds: int = 0,
+        refine_tol: float = 1e-4,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -1298,11 +1300,16 @@ class FedKStarHC(BaseFederatedClusterer):
         self.center_source = center_source
         self.stats_source = stats_source
         self.random_state = random_state
+        self.refine_rounds = refine_rounds
+        self.refine_tol = refine_tol
         self.n_jobs = n_jobs
 
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         if self.n_clusters is not None:
             super()._check_clients_vs_params(X_clients)
+
+    def _refine_standardize(self) -> bool:
+        return self.mode == "robust"
 
     def _set_model_attributes(self, model: FedKStarHCModel) -> None:
         super()._set_model_attributes(model)

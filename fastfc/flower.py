@@ -3,29 +3,39 @@
 The apps speak fastfc's own protocol (:mod:`fastfc.protocol`): each Flower message
 carries one fastfc message as raw bytes (a ``uint8`` array in an ``ArrayRecord``,
 never pickle) plus a small ``ConfigRecord`` header, and every payload is validated
-when read. The same estimator phases run as in-process
-(:meth:`~fastfc.base.BaseFederatedClusterer.client_summarize`,
-:meth:`~fastfc.base.BaseFederatedClusterer.server_aggregate`,
+when read. The same estimator rounds run as in-process
+(:meth:`~fastfc.base.BaseFederatedClusterer.client_round`,
+:meth:`~fastfc.base.BaseFederatedClusterer.server_round`,
 :meth:`~fastfc.base.BaseFederatedClusterer.client_assign`), so with the same
-``random_state`` every client's labels equal those of ``fit_clients``.
+``random_state`` every client's labels equal those of ``fit_clients``, for the
+one-shot methods and for multi-round runs (``refine_rounds``, ``FedKMeans``) alike.
 
 Flow of one run:
 
 1. The ServerApp waits for the SuperNodes (``num-clients``, at most
-   ``wait-timeout`` seconds) and sends each a ``summarize`` task.
-2. Each ClientApp loads *its own* data (node config ``data-path``), runs the
-   client phase, keeps its private state on local disk (a
-   :class:`~fastfc._state.ClientState` archive, no pickle) and replies with its
-   summary, addressed with its ``client-index`` (node config), which fixes its
-   position, hence its random stream.
-3. The server validates the summaries (a summary whose address differs from its
-   sender's ``client-index`` is that client's fault), applies the missing-client policy
-   (``min-clients``, ``on-missing``), runs the server phase and sends each
-   responder its reply, addressed to that client, in an ``assign`` task.
-4. Each client checks that the reply is addressed to it, labels its rows and writes them locally (node config
-   ``labels-path``); only a count goes back. Per-row labels never leave a client.
-5. The server writes a JSON report (run config ``report-path``): who answered,
-   who was missing and why, the global model's size and the timings.
+   ``wait-timeout`` seconds) and sends each a ``summarize`` task (round 0).
+2. Each ClientApp loads *its own* data (node config ``data-path``), runs its
+   round, keeps its private state on local disk (a
+   :class:`~fastfc._state.ClientState` archive, no pickle, one file per run and
+   client) and replies with its upload, addressed with its ``client-index`` (node
+   config), which fixes its position, hence its random stream.
+3. The server validates the uploads (class of the round, address equal to the
+   sender's ``client-index``, round stamp; anything else is that client's fault),
+   applies the missing-client policy (``min-clients``, ``on-missing``) and runs
+   its round. Round 0 restarts with fresh randomness after a method's restart error.
+4. While the server is not done, it sends each client still in the run the
+   broadcast it made for it in a ``round`` task (round ``r >= 1``); the client
+   checks that the broadcast is the one its method expects in round ``r``,
+   addressed to it and stamped ``r - 1``, runs round ``r`` from its stored state
+   and uploads. The missing-client policy applies in every round: a client lost
+   in round ``r`` is out of the run (no labels) and reported with round ``r``, or
+   the run stops with an error naming the round and the client.
+5. When done, each client gets its final broadcast in an ``assign`` task, labels
+   its rows, writes them locally (node config ``labels-path``) and removes its
+   state; only a count goes back. Per-row labels never leave a client.
+6. The server writes a JSON report (run config ``report-path``): who answered,
+   who was lost in which round and why, the global model's size, the rounds run,
+   and per round the seconds and the wire bytes up and down of every client.
 
 The transport-independent parts (:class:`ClientWorker`, :func:`run_server_phases`)
 need no Flower and are what the tests exercise in-process; the Flower glue is
@@ -72,7 +82,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "fastfc-flower"
 version = "0.1.0"
-description = "fastfc one-shot federated clustering as a Flower app"
+description = "fastfc federated clustering as a Flower app"
 license = "BSD-3-Clause"
 dependencies = ["fastfc[flower]"]
 
@@ -155,6 +165,21 @@ def _load_client_data(path: str | os.PathLike) -> np.ndarray:
         return z["X"]
 
 
+def _decode_expected(arr: Any, cls: type[Message], what: str) -> Message:
+    """Read a payload strictly: it must be a ``cls`` message (raises MessageError otherwise)."""
+    if arr is None:
+        raise MessageError(f"no {what} was sent with the task")
+    msg = decode_payload(arr, method=cls.METHOD, kind=cls.KIND)
+    if not isinstance(msg, cls):  # pragma: no cover - the registry maps (method, kind) to one class
+        raise MessageError(f"expected a {cls.__name__} {what}, got {type(msg).__name__}")
+    return msg
+
+
+def _final_cls(est, rnd: int) -> type[Message]:
+    """Class of the final broadcast a server sends in round ``rnd`` (the reply after round 0)."""
+    return est._broadcast_cls(rnd + 1)
+
+
 @dataclass
 class ClientWorker:
     """One client's side of a distributed run, independent of the transport.
@@ -167,41 +192,132 @@ class ClientWorker:
         Position of this client in the federation (selects its random stream;
         must be unique in a run).
     state_dir : str, default=None
-        Where the private state between the two client phases is kept
-        (default: next to the data).
+        Where the private state between rounds is kept (default: next to the data).
+        One file per run and client, replaced after every round and removed when
+        the client has labelled its rows; files of this client left by runs that
+        never finished are removed once they are ``stale_after`` seconds old.
     labels_path : str, default=None
         Where the labels are written (default: ``<data>.labels.npy``).
+    stale_after : float, default=86400
+        Age (seconds) after which another run's state file of this client counts
+        as left over from an interrupted run and is removed in round 0.
     """
 
     data_path: str
     client_index: int
     state_dir: str | None = None
     labels_path: str | None = None
+    stale_after: float = 86400.0
 
-    def _state_file(self, run_key: str) -> Path:
+    _STATE_PREFIX = ".fastfc-state-"
+
+    def _state_dir(self) -> Path:
         base = Path(self.state_dir) if self.state_dir else Path(self.data_path).resolve().parent
         base.mkdir(parents=True, exist_ok=True)
-        return base / f".fastfc-state-{run_key}-client{self.client_index}.npz"
+        return base
+
+    def _state_file(self, run_key: str) -> Path:
+        return self._state_dir() / f"{self._STATE_PREFIX}{run_key}-client{self.client_index}.npz"
+
+    def _save_state(self, state: ClientState, run_key: str) -> None:
+        """Replace this run's state file atomically (a crash mid-write leaves the previous round's)."""
+        path = self._state_file(run_key)
+        tmp = path.with_name(path.name + ".tmp")
+        state.save(tmp)
+        os.replace(tmp, path)
+
+    def _load_state(self, run_key: str, round: int) -> ClientState:
+        path = self._state_file(run_key)
+        if not path.is_file():
+            raise FederationError(f"client {self.client_index}: no state of this run to continue from in round "
+                                  f"{round} (did this client take part in round 0?)")
+        return ClientState.load(path)
+
+    def _remove_stale_states(self, run_key: str) -> None:
+        """Remove this client's state files of other runs older than ``stale_after`` seconds."""
+        now = time.time()
+        keep = self._state_file(run_key).name
+        for path in self._state_dir().glob(f"{self._STATE_PREFIX}*-client{self.client_index}.npz*"):
+            try:
+                if path.name != keep and now - path.stat().st_mtime > self.stale_after:
+                    path.unlink()
+            except OSError:  # removed concurrently, or not ours to remove: leave it
+                pass
 
     def summarize(self, task: dict, *, run_key: str) -> np.ndarray:
-        """Run the client phase; keep the private state locally; return the summary bytes."""
+        """Round 0 (the method's client phase): keep the state locally; return the summary bytes."""
+        return self.run_round({**task, "round": 0}, None, run_key=run_key)
+
+    def run_round(self, task: dict, payload: Any, *, run_key: str) -> np.ndarray:
+        """Run client round ``task["round"]``; keep the new state locally; return the upload bytes.
+
+        Parameters
+        ----------
+        task : dict
+            ``method``, ``params``, ``random_state``, ``restart`` (round 0's restart number)
+            and ``round``.
+        payload : uint8 array or None
+            The broadcast the server sent this client in round ``round - 1`` (None in round 0).
+            It is read strictly: it must be the class the method expects in this round
+            (``_broadcast_cls(round)``), addressed to this client and stamped ``round - 1``.
+        run_key : str
+            Names this run (the state file is keyed by run and client).
+
+        Returns
+        -------
+        upload : ndarray of uint8
+            The client's upload of this round (wire bytes).
+        """
         X = _load_client_data(self.data_path)
         est = make_estimator(task["method"], **task["params"])
-        summary, state = est.client_summarize(
-            X, client_index=self.client_index, random_state=task["random_state"], restart=task.get("restart", 0)
-        )
-        state.save(self._state_file(run_key))
-        return encode_payload(summary)
+        rnd = int(task.get("round", 0))
+        restart = int(task.get("restart", 0))
+        if rnd == 0:
+            self._remove_stale_states(run_key)
+            upload, state = est.client_round(X, round=0, client_index=self.client_index,
+                                             random_state=task["random_state"], restart=restart)
+        else:
+            try:
+                broadcast = _decode_expected(payload, est._broadcast_cls(rnd), f"round-{rnd} broadcast")
+            except MessageError as exc:
+                raise MessageError(f"client {self.client_index}: round-{rnd} broadcast rejected: {exc}") from exc
+            state = self._load_state(run_key, rnd)
+            if state.client != self.client_index:
+                raise FederationError(f"the state file of client {self.client_index} holds client "
+                                      f"{state.client}'s state")
+            upload, state = est.client_round(X, state, broadcast, round=rnd, random_state=task["random_state"],
+                                             restart=restart)
+        self._save_state(state, run_key)
+        return encode_payload(upload)
+
+    def release(self, *, run_key: str) -> bool:
+        """Drop this run's state (the server will not continue the run with this client); whether there was one."""
+        path = self._state_file(run_key)
+        existed = path.is_file()
+        path.unlink(missing_ok=True)
+        return existed
 
     def assign(self, task: dict, payload: Any, *, run_key: str) -> int:
-        """Label the rows from the server's reply, write them locally, return how many."""
+        """Label the rows from the server's final broadcast, write them locally, return how many.
+
+        ``task["round"]`` is the round in which the server sent the final broadcast
+        (0 for a one-shot run); the broadcast must be the class the method sends then,
+        stamped with that round and addressed to this client.
+        """
         X = _load_client_data(self.data_path)
         est = make_estimator(task["method"], **task["params"])
-        reply = decode_payload(payload, method=est._reply_cls.METHOD, kind=est._reply_cls.KIND)
+        rnd = int(task.get("round", 0))
+        reply = _decode_expected(payload, _final_cls(est, rnd), "final broadcast")
+        if reply.round != rnd:
+            raise MessageError(f"the final broadcast is stamped round {reply.round}, but the run finished in "
+                               f"round {rnd}")
         state_file = self._state_file(run_key)
         if not state_file.is_file():
             raise FederationError(f"client {self.client_index}: no summary state for this run (was it summarized?)")
         state = ClientState.load(state_file)
+        if state.round != rnd:
+            raise FederationError(f"client {self.client_index}: its state is from round {state.round}, but the "
+                                  f"run finished in round {rnd}")
         labels = est.client_assign(X, state, reply)
         out = Path(self.labels_path) if self.labels_path else Path(str(self.data_path) + ".labels.npy")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -213,15 +329,65 @@ class ClientWorker:
 # ---------------------------------------------------------------- server side
 @dataclass
 class ClientFailure:
-    """Why one client is missing from a run."""
+    """Why one client is missing from a run (or from its end).
+
+    Attributes
+    ----------
+    node : str
+        The node (transport address) that failed.
+    reason : str
+    round : int or None
+        The protocol round in which the client was lost (None: before round 0,
+        e.g. a SuperNode that never connected).
+    client : int or None
+        Its client index, when known (from round 0 on).
+    phase : str or None
+        ``"summarize"`` (round 0), ``"round"`` (rounds >= 1) or ``"assign"`` (the
+        labelling step after the last round, whose ``round`` is the last round).
+    """
 
     node: str
     reason: str
+    round: int | None = None
+    client: int | None = None
+    phase: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "reason": self.reason, "round": self.round, "client": self.client,
+                "phase": self.phase}
 
 
 @dataclass
 class RunReport:
-    """What a distributed run did (written as JSON by the ServerApp)."""
+    """What a distributed run did (written as JSON by the ServerApp).
+
+    Attributes
+    ----------
+    method : str
+    responders : dict of int to str
+        Client index -> node of every client that stayed in the run to the end
+        (was sent the final broadcast).
+    missing : list of ClientFailure
+        Every client lost, with the round it was lost in and why.
+    n_labelled : dict of int to int
+        Rows each client reported labelling.
+    n_clusters : int or None
+    missing_clients : list of int
+        Client indices ``0..n_clients-1`` that wrote no labels.
+    restarts : int
+        Whole-run restarts of round 0.
+    rounds : int
+        Protocol rounds run, round 0 included (1 for a one-shot method).
+    round_seconds : list of float
+        Wall time of each round (sending the task, the clients, the server's part).
+    bytes_up, bytes_down : list of dict of int to int
+        Per round: wire bytes of each client's accepted upload, and of the broadcast
+        the server made for it in that round (sent with the next round's task, or
+        with the final ``assign`` task).
+    timings : dict
+        ``summarize+server`` (round 0, restarts included), ``rounds`` (rounds >= 1)
+        and ``assign`` seconds.
+    """
 
     method: str
     responders: dict[int, str] = field(default_factory=dict)  # client index -> node
@@ -230,23 +396,111 @@ class RunReport:
     n_clusters: int | None = None
     missing_clients: list[int] = field(default_factory=list)
     restarts: int = 0
+    rounds: int = 0
+    round_seconds: list[float] = field(default_factory=list)
+    bytes_up: list[dict[int, int]] = field(default_factory=list)
+    bytes_down: list[dict[int, int]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
+        def per_client(d):
+            return {str(k): v for k, v in sorted(d.items())}
+
         return json.dumps({
             "method": self.method,
-            "responders": {str(k): v for k, v in sorted(self.responders.items())},
-            "missing": [{"node": f.node, "reason": f.reason} for f in self.missing],
-            "n_labelled": {str(k): v for k, v in sorted(self.n_labelled.items())},
+            "responders": per_client(self.responders),
+            "missing": [f.to_dict() for f in self.missing],
+            "n_labelled": per_client(self.n_labelled),
             "n_clusters": self.n_clusters,
             "missing_clients": self.missing_clients,
             "restarts": self.restarts,
+            "rounds": self.rounds,
+            "per_round": [{"round": r, "seconds": s, "bytes_up": per_client(u), "bytes_down": per_client(d)}
+                          for r, (s, u, d) in enumerate(zip(self.round_seconds, self.bytes_up, self.bytes_down))],
             "timings": self.timings,
         }, indent=1)
 
 
 #: ``send(phase, {node: payload or None}, task) -> {node: (meta dict, payload array) or ClientFailure}``
 SendFn = Callable[[str, dict, dict], dict]
+
+
+def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
+                  known: Mapping[str, int] | None) -> tuple[dict, list[ClientFailure], set[str]]:
+    """Validate the replies of round ``rnd``: ``({client: (node, upload, n_bytes)}, failures, answered)``.
+
+    ``answered`` holds every node that replied at all (valid or not): those are reachable.
+
+    Only what a client sent can be its fault (a malformed or missing client-index header, an
+    index other than the one it had in round 0, or a message that is malformed, of another
+    class than the round's upload, addressed to another client or stamped with another round).
+    Any other exception here is a server bug and propagates.
+    """
+    phase = "summarize" if rnd == 0 else "round"
+    cls = est._upload_cls(rnd)
+    what = "summary" if rnd == 0 else f"round-{rnd} upload"
+    by_index: dict[int, tuple[str, Message, int]] = {}
+    failures: list[ClientFailure] = []
+    answered: set[str] = set()
+
+    def fail(node, reason, idx=None):
+        idx = known.get(node) if idx is None and known is not None else idx
+        failures.append(ClientFailure(node, reason, round=rnd, client=idx, phase=phase))
+
+    for node in nodes:
+        res = out.get(node, ClientFailure(node, "no reply"))
+        if isinstance(res, ClientFailure):
+            fail(node, res.reason)
+            continue
+        header, payload = res
+        answered.add(node)
+        idx = header.get("client-index") if isinstance(header, Mapping) else None
+        if not isinstance(idx, (Integral, np.integer)) or isinstance(idx, (bool, np.bool_)):
+            fail(node, f"malformed reply header: client-index {idx!r} is not an integer")
+            continue
+        idx = int(idx)
+        if not 0 <= idx < n_clients:
+            fail(node, f"client-index {idx} outside 0..{n_clients - 1}")
+            continue
+        if known is not None and known[node] != idx:
+            fail(node, f"client-index {idx} in round {rnd}, but {known[node]} in round 0")
+            continue
+        try:
+            upload = _decode_expected(payload, cls, what)
+        except MessageError as exc:
+            fail(node, f"malformed {what} rejected: {exc}", idx)
+            continue
+        if upload.client != idx:
+            fail(node, f"{what} addressed to client {upload.client!r} but sent as client-index {idx}", idx)
+            continue
+        if upload.round != rnd:
+            fail(node, f"{what} stamped round {upload.round}, but this is round {rnd} (stale or replayed)", idx)
+            continue
+        if idx in by_index:
+            fail(node, f"duplicate client-index {idx} (also {by_index[idx][0]})", idx)
+            continue
+        by_index[idx] = (node, upload, int(np.asarray(payload).size))
+    return by_index, failures, answered
+
+
+def _release(send: SendFn, nodes, task: dict) -> None:
+    """Tell reachable clients that the run will not continue with them (they drop their state)."""
+    if nodes:
+        send("release", {n: None for n in sorted(nodes)}, task)
+
+
+def _policy(by_index: Mapping, failures: list[ClientFailure], n_asked: int, rnd: int, *, min_clients: int,
+            on_missing: str, send: SendFn, answered: set[str], task: dict) -> None:
+    """The missing-client policy of one round: raise FederationError (after telling every client that
+    answered to drop its state), or let the run go on."""
+    if len(by_index) < min_clients or (failures and on_missing == "fail"):
+        _release(send, answered, task)
+        names = "; ".join(f"{f.node}" + (f" (client {f.client})" if f.client is not None else "") + f": {f.reason}"
+                          for f in failures) or "none"
+        raise FederationError(
+            f"round {rnd}: {len(by_index)} of {n_asked} clients answered (min-clients={min_clients}, "
+            f"on-missing={on_missing}); missing: {names}"
+        )
 
 
 def run_server_phases(
@@ -258,24 +512,39 @@ def run_server_phases(
     on_missing: str = "continue",
     n_clients: int | None = None,
 ) -> RunReport:
-    """Drive one run over ``nodes`` through ``send`` (any transport).
+    """Drive one run of the rounds protocol over ``nodes`` through ``send`` (any transport).
+
+    Round 0 sends every node a ``"summarize"`` task and runs the server's round 0
+    (the method's one-shot aggregation), restarting the whole round with fresh
+    randomness after a ``_restart_on`` error, as ``fit_clients`` does. While the
+    server is not done, round ``r >= 1`` sends each client still in the run a
+    ``"round"`` task (``task["round"] = r``) with the broadcast the server made
+    for it in round ``r - 1``, validates the uploads and runs the server's round
+    ``r``. Finally each client gets an ``"assign"`` task with its final broadcast
+    (``task["round"]`` = the last round). The missing-client policy is applied in
+    every round; a client lost in a round is out of the run from then on (it
+    gets no labels) and is reported with that round.
 
     Parameters
     ----------
     send : callable
         ``send(phase, payloads, task)`` delivers a task to each listed node
-        (``phase`` is ``"summarize"`` or ``"assign"``; ``payloads`` maps node ->
-        uint8 array or None) and returns, per node, ``(header, payload)`` or a
-        :class:`ClientFailure`.
+        (``phase`` is ``"summarize"``, ``"round"``, ``"assign"`` or ``"release"``;
+        ``payloads`` maps node -> uint8 array or None; ``task`` carries ``round``
+        and ``restart``) and returns, per node, ``(header, payload)`` or a
+        :class:`ClientFailure`. ``"release"`` (no payload, replies ignored) tells
+        clients that answered but that the run goes on without (a rejected upload)
+        or stops for (a :class:`FederationError`) to drop their state.
     nodes : list of str
         The nodes of the federation.
     task : dict
         ``method``, ``params`` (dict) and ``random_state`` (int).
     min_clients : int
-        Fewest responders with which the run may complete.
+        Fewest responders with which a round may complete.
     on_missing : {"continue", "fail"}
-        With missing clients (but at least ``min_clients``): finish with the
-        responders and report the missing, or stop with :class:`FederationError`.
+        When a client is lost in a round (but at least ``min_clients`` answered):
+        go on with the responders and report the lost client with its round, or
+        stop with :class:`FederationError` naming the round and the client.
     n_clients : int, default=None
         Size of the federation: client indices must lie in ``0..n_clients-1``
         (default ``len(nodes)``).
@@ -283,78 +552,87 @@ def run_server_phases(
     Returns
     -------
     RunReport
+
+    Raises
+    ------
+    FederationError
+        Fewer than ``min_clients`` clients answered a round, or one was lost with
+        ``on_missing="fail"``.
     """
     if on_missing not in ("continue", "fail"):
         raise ValueError(f"on_missing must be 'continue' or 'fail', got {on_missing!r}")
     est = make_estimator(task["method"], **task["params"])
     report = RunReport(method=task["method"])
     n_clients = len(nodes) if n_clients is None else int(n_clients)
-    summary_cls = est._summary_cls
+    policy = {"min_clients": min_clients, "on_missing": on_missing}
+    seed = task["random_state"]
     t0 = time.perf_counter()
+    # round 0, with whole-run restarts
     restart = 0
     while True:
-        out = send("summarize", {n: None for n in nodes}, {**task, "restart": restart})
-        by_index: dict[int, tuple[str, Message]] = {}
-        failures: list[ClientFailure] = []
-        for node in nodes:
-            res = out.get(node, ClientFailure(node, "no reply"))
-            if isinstance(res, ClientFailure):
-                failures.append(res)
-                continue
-            header, payload = res
-            # only what the client sent can be its fault: a malformed or missing client-index header, or
-            # a MessageError on its bytes. Any other exception here is a server bug and propagates.
-            idx = header.get("client-index") if isinstance(header, Mapping) else None
-            if not isinstance(idx, (Integral, np.integer)) or isinstance(idx, (bool, np.bool_)):
-                failures.append(ClientFailure(node, f"malformed reply header: client-index {idx!r} is not an integer"))
-                continue
-            idx = int(idx)
-            if not 0 <= idx < n_clients:
-                failures.append(ClientFailure(node, f"client-index {idx} outside 0..{n_clients - 1}"))
-                continue
-            try:
-                summary = decode_payload(payload, method=summary_cls.METHOD, kind=summary_cls.KIND)
-            except MessageError as exc:
-                failures.append(ClientFailure(node, f"malformed summary rejected: {exc}"))
-                continue
-            if summary.client != idx:
-                failures.append(ClientFailure(
-                    node, f"summary addressed to client {summary.client!r} but sent as client-index {idx}"))
-                continue
-            if idx in by_index:
-                failures.append(ClientFailure(node, f"duplicate client-index {idx} (also {by_index[idx][0]})"))
-                continue
-            by_index[idx] = (node, summary)
-        report.missing = failures
-        if len(by_index) < min_clients or (failures and on_missing == "fail"):
-            names = "; ".join(f"{f.node}: {f.reason}" for f in failures) or "none"
-            raise FederationError(
-                f"{len(by_index)} of {len(nodes)} clients answered (min-clients={min_clients}, "
-                f"on-missing={on_missing}); missing: {names}"
-            )
+        out = send("summarize", {n: None for n in nodes}, {**task, "restart": restart, "round": 0})
+        by_index, failures, answered = _read_uploads(out, nodes, est, 0, n_clients, None)
+        _policy(by_index, failures, len(nodes), 0, **policy, send=send, answered=answered,
+                task={**task, "restart": restart, "round": 0})
         order = sorted(by_index)
         try:
-            model, replies = est.server_aggregate([by_index[i][1] for i in order], random_state=task["random_state"],
-                                                  restart=restart)
+            broadcasts, server_state, done = est.server_round([by_index[i][1] for i in order], None, round=0,
+                                                              random_state=seed, restart=restart)
             break
         except est._restart_on:
             if restart >= est._max_restarts():
                 raise
             restart += 1
     report.restarts = restart
+    report.missing = failures
+    dropped = answered - {v[0] for v in by_index.values()}  # reachable clients the run goes on without
+    index_of = {by_index[i][0]: i for i in order}  # node -> client index, fixed from round 0 on
+    node_of = {i: n for n, i in index_of.items()}
     t1 = time.perf_counter()
-    report.responders = {i: by_index[i][0] for i in order}
-    est._set_model_attributes(model)
+    report.round_seconds.append(t1 - t0)
+    report.bytes_up.append({i: by_index[i][2] for i in order})
+    rnd = 0
+    max_rounds = est._max_rounds()
+    while True:
+        sent = {b.client: encode_payload(b) for b in broadcasts}
+        report.bytes_down.append({i: int(p.size) for i, p in sent.items()})
+        if done:
+            break
+        rnd += 1
+        if rnd > max_rounds:  # the method's server must stop by its last round
+            raise RuntimeError(f"{type(est).__name__}: the server did not finish within {max_rounds} rounds")
+        tr = time.perf_counter()
+        asked = [node_of[i] for i in sorted(sent)]
+        round_task = {**task, "restart": restart, "round": rnd}
+        out = send("round", {node_of[i]: sent[i] for i in sorted(sent)}, round_task)
+        by_index, failures, answered = _read_uploads(out, asked, est, rnd, n_clients, index_of)
+        _policy(by_index, failures, len(asked), rnd, **policy, send=send, answered=answered, task=round_task)
+        report.missing.extend(failures)
+        dropped |= answered - {v[0] for v in by_index.values()}
+        order = sorted(by_index)
+        broadcasts, server_state, done = est.server_round([by_index[i][1] for i in order], server_state,
+                                                          round=rnd, random_state=seed, restart=restart)
+        report.round_seconds.append(time.perf_counter() - tr)
+        report.bytes_up.append({i: by_index[i][2] for i in order})
+    t2 = time.perf_counter()
+    report.rounds = rnd + 1
+    est._set_model_attributes(server_state.model)
+    if rnd > 0:
+        est._set_rounds_attributes(server_state)
     report.n_clusters = int(est.n_clusters_)
-    acks = send("assign", {by_index[i][0]: encode_payload(r) for i, r in zip(order, replies)}, task)
-    for i in order:
-        node = by_index[i][0]
+    report.responders = {i: node_of[i] for i in sorted(sent)}
+    acks = send("assign", {node_of[i]: sent[i] for i in sorted(sent)}, {**task, "restart": restart, "round": rnd})
+    for i in sorted(sent):
+        node = node_of[i]
         res = acks.get(node, ClientFailure(node, "no reply"))
         if isinstance(res, ClientFailure):
-            report.missing.append(ClientFailure(node, f"assign failed: {res.reason}"))
+            report.missing.append(ClientFailure(node, f"assign failed: {res.reason}", round=rnd, client=i,
+                                                phase="assign"))
             continue
         report.n_labelled[i] = int(res[0].get("n-labelled", -1))
-    report.timings = {"summarize+server": t1 - t0, "assign": time.perf_counter() - t1}
+    report.missing_clients = sorted(set(range(n_clients)) - set(report.n_labelled))
+    _release(send, dropped, {**task, "restart": restart, "round": rnd})
+    report.timings = {"summarize+server": t1 - t0, "rounds": t2 - t1, "assign": time.perf_counter() - t2}
     return report
 
 
@@ -512,6 +790,7 @@ def _task_from_config(cfg) -> dict:
         "params": json.loads(str(cfg.get("params", "{}"))),
         "random_state": int(cfg.get("random-state", 0)),
         "restart": int(cfg.get("restart", 0)),
+        "round": int(cfg.get("round", 0)),
     }
 
 
@@ -542,13 +821,18 @@ def make_client_app(mods: list | None = None):
         )
         task = _task_from_config(cfg)
         run_key = str(context.run_id)
-        header = {"client-index": worker.client_index, "phase": phase}
-        if phase == "summarize":
-            payload = worker.summarize(task, run_key=run_key)
+        header = {"client-index": worker.client_index, "phase": phase, "round": task["round"]}
+        if phase in ("summarize", "round"):
+            if phase == "summarize" and task["round"] != 0:
+                raise ValueError(f"a summarize task is round 0, got round {task['round']}")
+            incoming = msg.content["fastfc"]["msg"].numpy() if "fastfc" in msg.content else None
+            payload = worker.run_round(task, incoming, run_key=run_key)
             content = RecordDict({"header": ConfigRecord(header), "fastfc": ArrayRecord({"msg": Array(payload)})})
         elif phase == "assign":
             n = worker.assign(task, msg.content["fastfc"]["msg"].numpy(), run_key=run_key)
             content = RecordDict({"header": ConfigRecord({**header, "n-labelled": n})})
+        elif phase == "release":
+            content = RecordDict({"header": ConfigRecord({**header, "released": worker.release(run_key=run_key)})})
         else:
             raise ValueError(f"unknown fastfc phase {phase!r}")
         return FlwrMessage(content=content, reply_to=msg)
@@ -583,7 +867,8 @@ def make_server_app():
 
         def send(phase: str, payloads: dict, task_: dict) -> dict:
             head = {"phase": phase, "method": task_["method"], "params": json.dumps(task_["params"]),
-                    "random-state": task_["random_state"], "restart": task_.get("restart", 0)}
+                    "random-state": task_["random_state"], "restart": task_.get("restart", 0),
+                    "round": task_.get("round", 0)}
             out_msgs = []
             for node, payload in payloads.items():
                 rd = RecordDict({"task": ConfigRecord(head)})
@@ -626,7 +911,6 @@ def make_server_app():
             report = run_server_phases(send, nodes, task, min_clients=min_clients,
                                        on_missing=str(cfg.get("on-missing", "continue")), n_clients=n_expected)
             report.missing = missing_nodes + report.missing
-            report.missing_clients = sorted(set(range(n_expected)) - set(report.responders))
             Path(report_path).write_text(report.to_json())
         except Exception as exc:
             Path(report_path).write_text(json.dumps({"method": task["method"], "error": f"{type(exc).__name__}: {exc}"}))

@@ -144,6 +144,8 @@ class GOLD(FedHIRE):
         max_retries: int = 20,
         standardize: bool | str = "auto",
         fusion: str = "auto",
+        refine_rounds: int = 0,
+        refine_tol: float = 1e-4,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -152,7 +154,8 @@ class GOLD(FedHIRE):
             max_candidates=max_candidates, server_max_candidates=server_max_candidates,
             max_passes=max_passes, kmodes_max_iter=kmodes_max_iter,
             semantics=semantics, on_init_failure=on_init_failure, max_retries=max_retries,
-            standardize=standardize, fusion=fusion, random_state=random_state, n_jobs=n_jobs,
+            standardize=standardize, fusion=fusion, refine_rounds=refine_rounds, refine_tol=refine_tol,
+            random_state=random_state, n_jobs=n_jobs,
         )
         self.mcpl_tol = mcpl_tol
         self.mcpl_max_stages = mcpl_max_stages

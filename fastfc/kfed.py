@@ -430,6 +430,8 @@ class KFed(BaseFederatedClusterer):
         units: str | None = "federated",
         max_iter: int = 300,
         tol: float = 1e-4,
+        refine_rounds: int = 0,
+        refine_tol: float = 1e-4,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -445,6 +447,8 @@ class KFed(BaseFederatedClusterer):
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.refine_rounds = refine_rounds
+        self.refine_tol = refine_tol
         self.n_jobs = n_jobs
 
     def _k_local(self) -> int:

@@ -95,6 +95,8 @@ _METHOD_MODULES = {
     "fedhire": "fastfc.fed_hire",
     "feca": "fastfc.feca",
     "fedkstarhc": "fastfc.fed_kstar_hc",
+    "refine": "fastfc._refine",
+    "fedcref": "fastfc.fedcref",
 }
 _HEADER_KEYS = frozenset({"v", "method", "kind", "client", "round", "scalars", "arrays"})
 _ARRAY_KEYS = frozenset({"name", "dtype", "shape"})
@@ -312,10 +314,11 @@ class Message:
         return sum(getattr(self, k).nbytes for k in self.ARRAYS)
 
     # -- serialisation ------------------------------------------------------
-    def to_bytes(self) -> bytes:
-        """Serialise to the fastfc wire format (see module docstring)."""
+    def _encode(self, with_payload: bool) -> tuple[bytes, list[bytes], int]:
+        """(header bytes, array payload chunks (empty unless ``with_payload``), payload size)."""
         arrays, scalars = [], {}
         chunks = []
+        size = 0
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in self.ARRAYS:
@@ -323,7 +326,9 @@ class Message:
                 dt = value.dtype.newbyteorder("<") if value.dtype.byteorder == ">" else value.dtype
                 value = value.astype(dt, copy=False)
                 arrays.append({"name": f.name, "dtype": dt.str, "shape": list(value.shape)})
-                chunks.append(value.tobytes(order="C"))
+                size += value.nbytes
+                if with_payload:
+                    chunks.append(value.tobytes(order="C"))
             else:
                 scalars[f.name] = value
         header = json.dumps(
@@ -333,6 +338,18 @@ class Message:
         ).encode("utf-8")
         if len(header) > _MAX_HEADER:
             raise MessageError(f"{type(self).__name__}: header of {len(header)} bytes exceeds {_MAX_HEADER}")
+        return header, chunks, size
+
+    @property
+    def wire_size(self) -> int:
+        """Exact length in bytes of :meth:`to_bytes` (framing, header, payload, digest), computed without
+        serialising the arrays."""
+        header, _, size = self._encode(with_payload=False)
+        return _PREFIX + len(header) + size + _DIGEST
+
+    def to_bytes(self) -> bytes:
+        """Serialise to the fastfc wire format (see module docstring)."""
+        header, chunks, _ = self._encode(with_payload=True)
         body = b"".join([MAGIC, struct.pack("<I", len(header)), header, *chunks])
         return body + hashlib.sha256(body).digest()
 

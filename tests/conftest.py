@@ -96,7 +96,7 @@ def federated_blobs():
 
 def make_all_estimators(n_clusters=4, random_state=0):
     """One instance of every estimator, keyed by name (FedKStarHC with k given)."""
-    from fastfc import GOLD, FeCA, FedHIRE, FedKStarHC, KFed
+    from fastfc import GOLD, FeCA, FedHIRE, FedKMeans, FedKStarHC, KFed
 
     return {
         "KFed": KFed(n_clusters=n_clusters, random_state=random_state),
@@ -104,7 +104,9 @@ def make_all_estimators(n_clusters=4, random_state=0):
         "FedHIRE": FedHIRE(n_clusters=n_clusters, random_state=random_state),
         "GOLD": GOLD(n_clusters=n_clusters, random_state=random_state, mcpl_tol=1e-3),
         "FedKStarHC": FedKStarHC(n_clusters=n_clusters, random_state=random_state),
+        "FedKMeans": FedKMeans(n_clusters=n_clusters, max_rounds=5, random_state=random_state),
+        "FedHIRE+refine": FedHIRE(n_clusters=n_clusters, refine_rounds=3, random_state=random_state),
     }
 
 
-ESTIMATOR_NAMES = ["KFed", "FeCA", "FedHIRE", "GOLD", "FedKStarHC"]
+ESTIMATOR_NAMES = ["KFed", "FeCA", "FedHIRE", "GOLD", "FedKStarHC", "FedKMeans", "FedHIRE+refine"]

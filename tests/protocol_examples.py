@@ -18,6 +18,9 @@ from fastfc.feca import FeCAModel, FeCAReply, FeCASummary
 from fastfc.fed_hire import FedHIREModel, FedHIREReply, FedHIRESummary
 from fastfc.fed_kstar_hc import FedKStarHCModel, FedKStarHCReply, FedKStarHCSummary
 from fastfc.kfed import KFedModel, KFedReply, KFedSummary
+from fastfc._refine import RefineCenters, RefineStats
+from fastfc.fedcref import (FedCRefFinal, FedCRefGroupModels, FedCRefModels, FedCRefModelSet, FedCRefProceed,
+                            FedCRefScores, FedCRefStatus, FedCRefTrainTask, FedCRefTrainUpdate)
 from fastfc.protocol import _METHOD_MODULES, Message
 
 for _module in _METHOD_MODULES.values():  # every message class is registered once this module is imported
@@ -64,6 +67,32 @@ def _kstar_model(rng, k, d, m):
                            threshold_t=float(rng.normal()), d_s=float(rng.normal()), estimated=bool(m % 2), n_features=d)
 
 
+def _refine_stats(rng, k, d, m):
+    first = m % 2 == 0  # round-1 uploads carry moments and no inertia
+    moments = np.vstack([np.full(d, float(m)), rng.normal(size=d), rng.random(d)]) if first else np.zeros((0, d))
+    return RefineStats(counts=rng.integers(0, 9, k), sums=rng.normal(size=(k, d)),
+                       inertia=np.zeros(0) if first else rng.random(k), moments=moments, n_features=d)
+
+
+def _refine_centers(rng, k, d, m):
+    weight = rng.random(d) if m % 2 else None
+    return RefineCenters(centers=_centers(rng, k, d), n_features=d, feature_weight=weight, final=bool(m % 3 == 0))
+
+
+def _fedcref_models(rng, k, d, m):
+    sizes = rng.integers(0, 9, k)
+    sizes[0] = max(int(sizes[0]), 1)
+    clusters = np.flatnonzero(sizes)
+    return FedCRefModels(params=rng.normal(size=(clusters.size, d + m)).astype(np.float32), clusters=clusters,
+                         sizes=sizes, changed=True, n_features=d)
+
+
+def _fedcref_task(rng, k, d, m):
+    return FedCRefTrainTask(params=rng.normal(size=(k, d + m)).astype(np.float32), groups=rng.integers(0, 5, k),
+                            clusters=rng.integers(0, 4, k), epochs=int(rng.integers(0, 8)),
+                            fl_round=int(rng.integers(1, 16)), n_features=d)
+
+
 FACTORIES = {
     KFedSummary: lambda rng, k, d, m: KFedSummary(centers=_centers(rng, k, d), n_features=d),
     KFedModel: lambda rng, k, d, m: KFedModel(centers=_centers(rng, k, d), n_features=d, n_iter=m),
@@ -78,6 +107,22 @@ FACTORIES = {
     FedKStarHCSummary: _kstar_summary,
     FedKStarHCModel: _kstar_model,
     FedKStarHCReply: _local_to_global(FedKStarHCReply),
+    RefineStats: _refine_stats,
+    RefineCenters: _refine_centers,
+    FedCRefModels: _fedcref_models,
+    FedCRefModelSet: lambda rng, k, d, m: FedCRefModelSet(params=rng.normal(size=(k, d + m)).astype(np.float32),
+                                                          owners=rng.integers(0, 5, k), clusters=rng.integers(0, 4, k),
+                                                          n_features=d),
+    FedCRefScores: lambda rng, k, d, m: FedCRefScores(scores=rng.random((k, m)), n_features=d),
+    FedCRefTrainTask: _fedcref_task,
+    FedCRefTrainUpdate: lambda rng, k, d, m: FedCRefTrainUpdate(params=rng.normal(size=(k, d + m)).astype(np.float32),
+                                                                counts=rng.integers(0, 99, k), n_features=d),
+    FedCRefGroupModels: lambda rng, k, d, m: FedCRefGroupModels(params=rng.normal(size=(m, d + k)).astype(np.float32),
+                                                                n_features=d),
+    FedCRefStatus: lambda rng, k, d, m: FedCRefStatus(stable=bool(m % 2), frozen=bool(m % 3 == 0), n_refine=m,
+                                                      self_acc=float(rng.random()), n_features=d),
+    FedCRefProceed: lambda rng, k, d, m: FedCRefProceed(iteration=m + 2, n_features=d),
+    FedCRefFinal: lambda rng, k, d, m: FedCRefFinal(cluster_global=rng.integers(-1, k + 3, k), n_groups=k, n_features=d),
 }
 
 

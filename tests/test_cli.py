@@ -287,7 +287,8 @@ class _RestartingEstimator:
         for i in range(n):
             progress("assign", i + 1, n)
         self.labels_ = np.concatenate([np.zeros(len(x), dtype=np.int64) for x in X_clients])
-        self.n_clusters_, self.n_restarts_ = 1, 1
+        self.n_clusters_, self.n_restarts_, self.n_rounds_ = 1, 1, 1
+        self.bytes_up_ = self.bytes_down_ = np.full((1, n), 100, dtype=np.int64)
         self.timings_ = {"client": 0.0, "server": 0.0, "assign": 0.0, "total": 0.0}
         return self
 
@@ -331,3 +332,17 @@ def test_closed_stdout_is_not_reported_as_a_bug(monkeypatch, capsys):
     monkeypatch.setattr("fastfc.cli._cmd_datasets", closed)
     assert main(["datasets"]) == 1
     assert capsys.readouterr().err == ""
+
+
+def test_run_reports_rounds_and_bytes(capsys):
+    """--json reports the protocol rounds and the wire bytes per round and per client; the table shows them."""
+    assert main(["run", "kfed", "--dataset", "iris", "--clients", "3", "--param", "refine_rounds=2", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    comm = res["communication"]
+    assert 2 <= comm["rounds"] <= 3  # round 0, then up to 2 refinement rounds (early stop allowed)
+    assert len(comm["bytes_up"]) == len(comm["bytes_down"]) == comm["rounds"]
+    assert len(comm["bytes_up_per_client"]) == 3
+    assert sum(comm["bytes_up"]) == sum(comm["bytes_up_per_client"]) > 0
+    assert main(["run", "fedkmeans", "--dataset", "iris", "--clients", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "bytes up / down" in out and "round 1" in out

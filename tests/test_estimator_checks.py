@@ -13,7 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 # multi-granular hierarchy rarely has 8 distinct label rows, which the default n_clusters=8 needs
 # (the method then raises a clear ValueError after its restarts, by design).
 
-from fastfc import GOLD, FeCA, FedHIRE, FedKStarHC, KFed
+from fastfc import GOLD, FeCA, FedHIRE, FedKMeans, FedKStarHC, KFed
 
 # FedKStarHC with a given n_clusters runs with min_frac=0: the checks fit about 15 rows of 4 features, where the
 # default minimum subcluster size (d + 2 = 6 rows) leaves a single subcluster, fewer than n_clusters (a clear
@@ -30,7 +30,8 @@ def _expected_failed_checks(estimator):
 @parametrize_with_checks(
     [KFed(random_state=0), FedHIRE(n_clusters=2, random_state=0), GOLD(n_clusters=2, random_state=0, mcpl_tol=1e-3),
      FeCA(random_state=0),
-     FedKStarHC(random_state=0), FedKStarHC(n_clusters=2, micro="kmeans", min_frac=0.0, random_state=0)],
+     FedKStarHC(random_state=0), FedKStarHC(n_clusters=2, micro="kmeans", min_frac=0.0, random_state=0),
+     FedKMeans(random_state=0), KFed(refine_rounds=2, random_state=0)],
     expected_failed_checks=_expected_failed_checks,
 )
 def test_sklearn_compatible_estimator(estimator, check):

@@ -17,6 +17,7 @@ from fastfc.experiment import make_estimator
 from fastfc.flower import LocalFederation, write_app_project
 
 from conftest import in_ci, mixture_clients
+from test_flower_protocol import drive_rounds
 
 BIN = os.environ.get("FASTFC_FLWR_BIN") or str(Path(sys.executable).parent)
 PORT = 30000 + os.getpid() % 400 * 20  # a port block per test process
@@ -49,8 +50,9 @@ def test_every_method_over_real_supernodes_equals_fit_clients(federation):
     fed, app, X_clients = federation
     fed.wait_online()
     for method, params in (("kfed", {"n_clusters": 4}), ("gold", {"n_clusters": 4}), ("feca", {"n_clusters": 4}),
-                           ("fedkstarhc", {"n_clusters": 4, "micro": "kmeans"}), ("fedkstarhc", {"n_clusters": None})):
-        report = fed.workdir / f"report-{method}-{params['n_clusters']}.json"
+                           ("fedkstarhc", {"n_clusters": 4, "micro": "kmeans"}), ("fedkstarhc", {"n_clusters": None}),
+                           ("kfed", {"n_clusters": 4, "refine_rounds": 3})):
+        report = fed.workdir / f"report-{method}-{params['n_clusters']}-{params.get('refine_rounds', 0)}.json"
         status, details = fed.run(app, {"method": method, "params": params, "random-state": 5,
                                         "report-path": str(report)})
         assert status == "finished:completed", details
@@ -59,6 +61,12 @@ def test_every_method_over_real_supernodes_equals_fit_clients(federation):
         ref = make_estimator(method, random_state=5, **params).fit_clients(X_clients)
         for got, lab in zip(fed.labels(), ref.client_labels_):
             np.testing.assert_array_equal(got, lab)
+        # rounds and every message's wire bytes, per round and client, as in the in-process fit
+        assert rep["rounds"] == ref.n_rounds_ == (4 if "refine_rounds" in params else 1)
+        assert [[r["bytes_up"][str(i)] for i in range(3)] for r in rep["per_round"]] == ref.bytes_up_.tolist()
+        assert [[r["bytes_down"][str(i)] for i in range(3)] for r in rep["per_round"]] == ref.bytes_down_.tolist()
+    # every client removed its state files after labelling
+    assert not list(fed.workdir.glob("state*/.fastfc-state-*"))
 
 
 def test_stopped_supernode_is_reported_missing(federation):
@@ -170,3 +178,72 @@ def test_supernode_stopped_while_answering_is_reported_missing(federation, tmp_p
     assert "left" in rep["missing"][0]["reason"] or "unavailable" in rep["missing"][0]["reason"].lower()
     labels = fed.labels()
     assert labels[0] is not None and labels[1] is None and labels[2] is not None
+
+
+LOST_IN_ROUND_2 = '''\
+"""fastfc's ClientApp with a mod: on the round-2 task, client 1 announces that it got the task and
+hangs until the test stops its SuperNode."""
+import time
+from pathlib import Path
+
+import fastfc.flower as ff
+
+
+def lost_in_round_2(msg, context, call_next):
+    task = msg.content["task"]
+    if (int(context.node_config["client-index"]) == 1 and str(task["phase"]) == "round"
+            and int(task["round"]) == 2):
+        Path(str(context.node_config["data-path"]) + ".round2").touch()
+        time.sleep(600)
+    return call_next(msg, context)
+
+
+app = ff.make_client_app(mods=[lost_in_round_2])
+'''
+
+
+def test_supernode_lost_between_rounds_is_reported_with_its_round(federation, tmp_path):
+    """KFed with refine_rounds=3 (4 rounds on this data): client 1's SuperNode is stopped after it answered
+    round 1 (when the round-2 task reaches it). With on-missing="continue" the run completes, the report
+    names client 1 and round 2, client 1 writes no labels and the others' labels equal the in-process run
+    of the public round API in which client 1's uploads are absent from round 2 on (which differ from the
+    labels with client 1 kept). on-missing="fail" in a later round is tested in-process
+    (test_flower_protocol.py); the ServerApp's failed-run path is the same as in round 0 (tested above)."""
+    import threading
+    import time
+
+    fed, app, X_clients = federation
+    params = {"n_clusters": 4, "refine_rounds": 3}
+    expected, last = drive_rounds(make_estimator("kfed", **params), X_clients, 3, {1: 2})
+    full = make_estimator("kfed", random_state=3, **params).fit_clients(X_clients)
+    assert last == 3 and full.n_rounds_ == 4
+    assert any(not np.array_equal(expected[i], full.client_labels_[i]) for i in (0, 2))
+    fed.wait_online()
+
+    hanging = _app_with_client(tmp_path / "hangapp", "hangclient", LOST_IN_ROUND_2)
+    marker = fed.workdir / "client1.npy.round2"
+
+    def stop_in_round_2():
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        fed.stop("supernode1")
+
+    killer = threading.Thread(target=stop_in_round_2)
+    killer.start()
+    report = fed.workdir / "report-continue-round2.json"
+    status, details = fed.run(hanging, {"method": "kfed", "params": params, "random-state": 3,
+                                        "report-path": str(report), "reply-timeout": 90.0})
+    killer.join()
+    assert marker.exists(), "client 1 never got the round-2 task"
+    assert status == "finished:completed", details
+    rep = json.loads(report.read_text())
+    assert rep["missing_clients"] == [1] and sorted(rep["responders"]) == ["0", "2"]
+    assert [(m["client"], m["round"], m["phase"]) for m in rep["missing"]] == [(1, 2, "round")]
+    assert "left" in rep["missing"][0]["reason"] or "unavailable" in rep["missing"][0]["reason"].lower()
+    assert rep["rounds"] == last + 1
+    assert [sorted(r["bytes_up"]) for r in rep["per_round"]] == [["0", "1", "2"]] * 2 + [["0", "2"]] * (last - 1)
+    labels = fed.labels()
+    assert labels[1] is None
+    for i in (0, 2):
+        np.testing.assert_array_equal(labels[i], expected[i])

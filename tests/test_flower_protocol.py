@@ -4,6 +4,8 @@ The real Flower deployment (SuperLink + SuperNodes as processes) is tested in te
 these tests pin the protocol logic: labels equal to fit_clients, restarts, the missing-client
 policy and the rejection of malformed messages.
 """
+import json
+
 import numpy as np
 import pytest
 
@@ -23,22 +25,43 @@ def _write_clients(tmp_path, X_clients):
     return workers
 
 
-def _memory_send(workers, *, broken=(), garbage=(), calls=None):
+def _memory_send(workers, *, broken=(), garbage=(), calls=None, lose=None, tamper=None):
+    """An in-memory transport: ``send(phase, payloads, task)`` calls each node's ClientWorker.
+
+    ``broken``: nodes that never answer; ``garbage``: nodes whose summary gets one byte flipped;
+    ``lose={node: r}``: the node is unreachable from round ``r`` on (summarize, round and assign
+    tasks); ``tamper={node: (r, fn)}``: the node's round-``r`` upload array is replaced by
+    ``fn(upload, history)``, where ``history`` lists its earlier uploads (arrays) of this run.
+    """
+    lose = lose or {}
+    tamper = tamper or {}
+    history = {node: [] for node in workers}
+
     def send(phase, payloads, task):
         if calls is not None:
-            calls.append(phase)
+            calls.append((phase, task.get("round", 0)))
+        rnd = task.get("round", 0) if phase in ("summarize", "round") else task.get("round", 0) + 1
         out = {}
         for node, payload in payloads.items():
-            if node in broken:
+            if node in broken or rnd >= lose.get(node, np.inf):
                 out[node] = ClientFailure(node, "connection lost")
                 continue
             w = workers[node]
-            if phase == "summarize":
-                arr = w.summarize(task, run_key="r1")
+            if phase in ("summarize", "round"):
+                arr = w.summarize(task, run_key="r1") if phase == "summarize" else w.run_round(task, payload,
+                                                                                                 run_key="r1")
                 if node in garbage:
                     arr = arr.copy()
                     arr[-5] ^= 0xFF  # flip a byte: the digest no longer matches
-                out[node] = ({"client-index": w.client_index}, arr)
+                if node in tamper and tamper[node][0] == task["round"]:
+                    fn = tamper[node][1]
+                    arr_out = fn(arr, history[node])
+                else:
+                    arr_out = arr
+                history[node].append(arr)
+                out[node] = ({"client-index": w.client_index}, arr_out)
+            elif phase == "release":
+                out[node] = ({"released": w.release(run_key="r1")}, None)
             else:
                 out[node] = ({"n-labelled": w.assign(task, payload, run_key="r1")}, None)
         return out
@@ -99,7 +122,7 @@ def test_whole_run_restarts_match_in_process(tmp_path, monkeypatch, method):
     report = run_server_phases(_memory_send(workers, calls=calls), list(workers),
                                {"method": method, "params": params, "random_state": 5},
                                min_clients=len(workers))
-    assert report.restarts == 1 and calls.count("summarize") == 2 and len(attempts) == 2
+    assert report.restarts == 1 and calls.count(("summarize", 0)) == 2 and len(attempts) == 2
     for i, lab in enumerate(ref.client_labels_):
         np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), lab)
 
@@ -155,3 +178,245 @@ def test_client_index_out_of_range_or_duplicate_is_rejected(tmp_path, federated_
     workers["node2"].client_index = 7
     report = run_server_phases(_memory_send(workers), list(workers), task, min_clients=2)
     assert "outside 0..2" in report.missing[0].reason
+
+
+# ------------------------------------------------------------------- rounds protocol
+def drive_rounds(est, X_clients, seed, absent_from=None):
+    """Reference run through the public round API in one process: client ``i`` takes part in
+    rounds ``< absent_from[i]`` only (its uploads are absent from later rounds and it labels
+    nothing). Returns ({client: labels}, last round)."""
+    absent_from = absent_from or {}
+    uploads, states = {}, {}
+    for i, X in enumerate(X_clients):
+        uploads[i], states[i] = est.client_round(X, round=0, client_index=i, random_state=seed)
+    bcs, server_state, done = est.server_round([uploads[i] for i in sorted(uploads)], None, round=0,
+                                               random_state=seed)
+    r = 0
+    while not done:
+        r += 1
+        uploads = {}
+        for b in bcs:
+            if absent_from.get(b.client, np.inf) > r:
+                uploads[b.client], states[b.client] = est.client_round(X_clients[b.client], states[b.client], b,
+                                                                       round=r, random_state=seed)
+        bcs, server_state, done = est.server_round([uploads[i] for i in sorted(uploads)], server_state, round=r,
+                                                   random_state=seed)
+    return {b.client: est.client_assign(X_clients[b.client], states[b.client], b) for b in bcs}, r
+
+
+ROUND_METHODS = [("kfed", {"n_clusters": 4, "refine_rounds": 3}), ("fedkmeans", {"n_clusters": 4, "max_rounds": 5})]
+
+
+def _state_files(tmp_path):
+    return sorted(p.name for p in tmp_path.glob("state*/.fastfc-state-*"))
+
+
+@pytest.mark.parametrize("method, params", ROUND_METHODS)
+def test_rounds_over_the_driver_equal_fit_clients(tmp_path, method, params):
+    """Multi-round methods over the driver: every client's labels, the rounds run and every
+    message's wire bytes per round and client equal fit_clients with the same random_state."""
+    X_clients, _ = mixture_clients(1, k=4)
+    workers = _write_clients(tmp_path, X_clients)
+    calls = []
+    report = run_server_phases(_memory_send(workers, calls=calls), list(workers),
+                               {"method": method, "params": params, "random_state": 3}, min_clients=len(workers))
+    ref = make_estimator(method, random_state=3, **params).fit_clients(X_clients)
+    assert ref.n_rounds_ >= 3  # refinement really ran several rounds on this data
+    assert report.missing == [] and report.missing_clients == [] and report.n_clusters == ref.n_clusters_
+    for i, lab in enumerate(ref.client_labels_):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), lab)
+        assert report.n_labelled[i] == len(lab)
+    assert report.rounds == ref.n_rounds_ and len(report.round_seconds) == ref.n_rounds_
+    assert calls == [("summarize", 0)] + [("round", r) for r in range(1, ref.n_rounds_)] + \
+        [("assign", ref.n_rounds_ - 1)]
+    n = len(X_clients)
+    assert [[u[i] for i in range(n)] for u in report.bytes_up] == ref.bytes_up_.tolist()
+    assert [[d[i] for i in range(n)] for d in report.bytes_down] == ref.bytes_down_.tolist()
+    assert _state_files(tmp_path) == []  # every client removed its state after labelling
+    rep = json.loads(report.to_json())
+    assert rep["rounds"] == ref.n_rounds_ and [p["round"] for p in rep["per_round"]] == list(range(ref.n_rounds_))
+    assert rep["per_round"][1]["bytes_up"] == {str(i): int(ref.bytes_up_[1, i]) for i in range(n)}
+
+
+def test_reference_drive_equals_fit_clients_and_loss_changes_labels():
+    """The reference used below is the public round API; with every client present it is fit_clients,
+    and without client 1 from round 2 on, the other clients' labels change (so the tests below can
+    tell a driver that kept client 1's uploads, or dropped it earlier or later, from a correct one)."""
+    X_clients, _ = mixture_clients(1, k=4)
+    for method, params in ROUND_METHODS:
+        ref = make_estimator(method, random_state=3, **params).fit_clients(X_clients)
+        full, _ = drive_rounds(make_estimator(method, **params), X_clients, 3)
+        for i, lab in enumerate(ref.client_labels_):
+            np.testing.assert_array_equal(full[i], lab)
+        lost2, r = drive_rounds(make_estimator(method, **params), X_clients, 3, {1: 2})
+        lost3, _ = drive_rounds(make_estimator(method, **params), X_clients, 3, {1: 3})
+        assert sorted(lost2) == [0, 2, 3] and r >= 2
+        assert any(not np.array_equal(lost2[i], full[i]) for i in lost2)
+        assert any(not np.array_equal(lost2[i], lost3[i]) for i in lost2)
+
+
+@pytest.mark.parametrize("method, params", ROUND_METHODS)
+def test_client_lost_in_round_2_continue(tmp_path, method, params):
+    """A client lost in round 2 with on-missing=continue: the run completes with the others, the report
+    names the client and round 2, it gets no labels, and the others' labels equal the reference run in
+    which its uploads are absent from rounds >= 2."""
+    X_clients, _ = mixture_clients(1, k=4)
+    workers = _write_clients(tmp_path, X_clients)
+    report = run_server_phases(_memory_send(workers, lose={"node1": 2}), list(workers),
+                               {"method": method, "params": params, "random_state": 3}, min_clients=3)
+    expected, last = drive_rounds(make_estimator(method, **params), X_clients, 3, {1: 2})
+    assert [(f.node, f.client, f.round, f.phase) for f in report.missing] == [("node1", 1, 2, "round")]
+    assert "connection lost" in report.missing[0].reason
+    assert report.missing_clients == [1] and sorted(report.responders) == [0, 2, 3]
+    assert report.rounds == last + 1
+    assert sorted(report.bytes_up[1]) == [0, 1, 2, 3] and sorted(report.bytes_up[2]) == [0, 2, 3]
+    assert not (tmp_path / "labels1.npy").exists()
+    for i in (0, 2, 3):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), expected[i])
+    rep = json.loads(report.to_json())
+    assert rep["missing"] == [{"node": "node1", "reason": "connection lost", "round": 2, "client": 1,
+                               "phase": "round"}]
+    assert rep["missing_clients"] == [1]
+
+
+def test_client_lost_in_round_2_fail_and_min_clients(tmp_path):
+    X_clients, _ = mixture_clients(1, k=4)
+    workers = _write_clients(tmp_path, X_clients)
+    task = {"method": "kfed", "params": {"n_clusters": 4, "refine_rounds": 3}, "random_state": 3}
+    with pytest.raises(FederationError, match=r"round 2: 3 of 4 clients answered .*node1 \(client 1\): connection lost"):
+        run_server_phases(_memory_send(workers, lose={"node1": 2}), list(workers), task, min_clients=3,
+                          on_missing="fail")
+    # the clients that answered round 2 were told to drop their state; the lost one keeps its round-1
+    # state (unreachable), which a later run of that client removes once it is stale
+    assert _state_files(tmp_path) == [".fastfc-state-r1-client1.npz"]
+    with pytest.raises(FederationError, match=r"round 2: 2 of 4 clients answered \(min-clients=3"):
+        run_server_phases(_memory_send(workers, lose={"node1": 2, "node3": 2}), list(workers), task, min_clients=3)
+
+
+def _flip(arr, history):
+    arr = arr.copy()
+    arr[-5] ^= 0xFF
+    return arr
+
+
+def _readdress(arr, history):
+    from fastfc.flower import decode_payload, encode_payload
+    from fastfc.protocol import decode_message
+
+    msg = decode_message(arr.tobytes())
+    return encode_payload(msg.addressed(client=0, round=msg.round))
+
+
+def _replay_round_1(arr, history):
+    return history[1]  # its own valid round-1 upload, stamped round 1
+
+
+def _summary_again(arr, history):
+    return history[0]  # its round-0 summary: another message class than a round-2 upload
+
+
+@pytest.mark.parametrize("tamper, reason", [
+    (_flip, "malformed round-2 upload rejected: .*digest"),
+    (_readdress, "round-2 upload addressed to client 0 but sent as client-index 1"),
+    (_replay_round_1, "round-2 upload stamped round 1, but this is round 2"),
+    (_summary_again, "malformed round-2 upload rejected: expected a 'refine' message"),
+])
+def test_bad_round_2_upload_is_that_clients_failure(tmp_path, tamper, reason):
+    """A malformed, misaddressed, stale (replayed) or wrong-kind upload in round 2 drops only its sender,
+    reported with round 2; the run goes on exactly as if that client had been lost in round 2."""
+    import re
+
+    X_clients, _ = mixture_clients(1, k=4)
+    workers = _write_clients(tmp_path, X_clients)
+    params = {"n_clusters": 4, "refine_rounds": 3}
+    report = run_server_phases(_memory_send(workers, tamper={"node1": (2, tamper)}), list(workers),
+                               {"method": "kfed", "params": params, "random_state": 3}, min_clients=3)
+    assert [(f.node, f.client, f.round) for f in report.missing] == [("node1", 1, 2)]
+    assert re.search(reason, report.missing[0].reason), report.missing[0].reason
+    expected, _ = drive_rounds(make_estimator("kfed", **params), X_clients, 3, {1: 2})
+    assert not (tmp_path / "labels1.npy").exists()
+    for i in (0, 2, 3):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), expected[i])
+    # client 1 answered, so the server told it to drop its state: no state file is left behind
+    assert _state_files(tmp_path) == []
+    calls = []
+    with pytest.raises(FederationError, match="round 2: .*client 1"):
+        run_server_phases(_memory_send(workers, tamper={"node1": (2, tamper)}, calls=calls), list(workers),
+                          {"method": "kfed", "params": params, "random_state": 3}, min_clients=3, on_missing="fail")
+    assert calls[-1] == ("release", 2) and _state_files(tmp_path) == []
+
+
+def test_client_index_changed_after_round_0_is_rejected(tmp_path):
+    X_clients, _ = mixture_clients(1, k=4)
+    workers = _write_clients(tmp_path, X_clients)
+    send = _memory_send(workers)
+
+    def swapping_send(phase, payloads, task):
+        out = send(phase, payloads, task)
+        if phase == "round" and task["round"] == 1:
+            header, arr = out["node3"]
+            out["node3"] = ({"client-index": 2}, arr)
+        return out
+
+    report = run_server_phases(swapping_send, list(workers),
+                               {"method": "kfed", "params": {"n_clusters": 4, "refine_rounds": 3}, "random_state": 3},
+                               min_clients=3)
+    assert [(f.node, f.client, f.round) for f in report.missing] == [("node3", 3, 1)]
+    assert "client-index 2 in round 1, but 3 in round 0" in report.missing[0].reason
+
+
+def test_client_worker_reads_broadcasts_strictly(tmp_path):
+    """The client rejects a broadcast of another class, addressed to another client or of another round,
+    and an assign task whose final broadcast is not the last round's."""
+    from fastfc._refine import RefineCenters
+    from fastfc.flower import encode_payload
+    from fastfc.protocol import MessageError
+
+    X_clients, _ = mixture_clients(1, k=4)
+    workers = _write_clients(tmp_path, X_clients)
+    w = workers["node0"]
+    params = {"n_clusters": 4, "refine_rounds": 3}
+    task = {"method": "kfed", "params": params, "random_state": 3, "restart": 0}
+    est = make_estimator("kfed", **params)
+    summaries = [est.client_round(X, round=0, client_index=i, random_state=3)[0] for i, X in enumerate(X_clients)]
+    w.summarize(task, run_key="r1")
+    replies, _, _ = est.server_round(summaries, None, round=0, random_state=3)
+    with pytest.raises(MessageError, match="round-1 broadcast rejected: expected a 'reply' message, got 'summary'"):
+        w.run_round({**task, "round": 1}, encode_payload(summaries[0]), run_key="r1")
+    with pytest.raises(MessageError, match="addressed to client 1"):
+        w.run_round({**task, "round": 1}, encode_payload(replies[1]), run_key="r1")
+    with pytest.raises(MessageError, match="needs the server's broadcast of round 0, got one of round 2"):
+        w.run_round({**task, "round": 1}, encode_payload(replies[0].addressed(client=0, round=2)), run_key="r1")
+    with pytest.raises(MessageError, match="no round-1 broadcast was sent"):
+        w.run_round({**task, "round": 1}, None, run_key="r1")
+    up = w.run_round({**task, "round": 1}, encode_payload(replies[0]), run_key="r1")
+    assert up.dtype == np.uint8 and len(_state_files(tmp_path)) == 1
+    bc = RefineCenters(centers=np.zeros((4, X_clients[0].shape[1])), n_features=X_clients[0].shape[1],
+                       final=True).addressed(client=0, round=1)
+    with pytest.raises(MessageError, match="stamped round 1, but the run finished in round 2"):
+        w.assign({**task, "round": 2}, encode_payload(bc), run_key="r1")
+    with pytest.raises(FederationError, match="state is from round 1, but the run finished in round 0"):
+        w.assign({**task, "round": 0}, encode_payload(replies[0]), run_key="r1")
+    assert w.assign({**task, "round": 1}, encode_payload(bc), run_key="r1") == X_clients[0].shape[0]
+    assert _state_files(tmp_path) == []
+
+
+def test_stale_state_files_of_interrupted_runs_are_removed(tmp_path):
+    import os
+    import time
+
+    X_clients, _ = mixture_clients(1, k=4)
+    w = _write_clients(tmp_path, X_clients[:1])["node0"]
+    sdir = tmp_path / "state0"
+    sdir.mkdir()
+    old = sdir / ".fastfc-state-oldrun-client0.npz"
+    recent = sdir / ".fastfc-state-otherrun-client0.npz"
+    other_client = sdir / ".fastfc-state-oldrun-client5.npz"
+    for p in (old, recent, other_client):
+        p.write_bytes(b"x")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    os.utime(other_client, (two_days_ago, two_days_ago))
+    w.summarize({"method": "kfed", "params": {"n_clusters": 4}, "random_state": 0}, run_key="new")
+    assert sorted(p.name for p in sdir.iterdir()) == sorted([recent.name, other_client.name,
+                                                             ".fastfc-state-new-client0.npz"])

@@ -161,6 +161,8 @@ def _send(workers, *, readdress=None, header=None):
                 if header and node in header:
                     head = header[node]
                 out[node] = (head, arr)
+            elif phase == "release":  # the server tells a client it dropped to discard its state
+                out[node] = ({"released": w.release(run_key="r")}, None)
             else:
                 out[node] = ({"n-labelled": w.assign(task, payload, run_key="r")}, None)
         return out

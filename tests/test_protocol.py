@@ -198,7 +198,8 @@ def test_every_method_decodes_in_a_process_that_imported_only_the_protocol():
 def test_module_table_names_the_module_of_every_registered_class():
     """_METHOD_MODULES maps each registered METHOD to the module that defines its classes (else decoding misses it)."""
     for (method, _), cls in Message._registry.items():
-        assert _METHOD_MODULES.get(method) == cls.__module__, cls
+        if cls.__module__.startswith("fastfc."):  # test modules may register toy methods of their own
+            assert _METHOD_MODULES.get(method) == cls.__module__, cls
 
 
 @pytest.mark.parametrize("method", ["os", "fastfc.cli", "fastfc.experiment", "subprocess", "kfed.x"])

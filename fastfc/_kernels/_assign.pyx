@@ -24,12 +24,25 @@ only) screens the prototypes of a chunk of rows with one BLAS matrix product,
 ``||c||^2 - 2 x.c``, and then computes the exact distance, exactly as above,
 of every prototype that a rigorous rounding-error bound cannot exclude.  Its
 labels and distances are therefore identical to the direct kernel's.
+
+Shared helpers.  Both kernels work on contiguous runs of rows through pointer-based
+helpers: :func:`_nearest_direct` (the direct loop) and :func:`_nearest_gemm` (the
+BLAS screen: :func:`_screen_row` picks the candidates, :func:`_exact_candidates`
+computes their exact distances, summed like the direct loop's).
+
+Federated Lloyd.  :func:`lloyd_stats_kernel` (wrapped by
+:func:`fastfc._lloyd.lloyd_stats`) fuses the assignment with the accumulation of
+per-cluster counts, raw sums and inertia: per chunk of rows, a float64 copy (scaled
+by the feature weights) is labelled by the same helpers (or by
+:func:`_nearest_gemm_f32`, a float32 screen on centred coordinates with the same
+exact float64 decision) and added to its block's partial statistics; blocks depend
+on the shape only and are reduced in order, so results do not depend on threads.
 """
 cimport cython
-from cython.parallel cimport prange
-from libc.math cimport sqrt
+from cython.parallel cimport parallel, prange
+from libc.math cimport ldexp, sqrt
 from libc.float cimport DBL_EPSILON, FLT_EPSILON
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport calloc, malloc, free
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 ctypedef fused floating:
@@ -54,6 +67,9 @@ cdef extern from *:
 
 _OPENMP = bool(FASTFC_OPENMP)
 
+#: the smallest positive float32 (subnormal), 2^-149: the absolute error of a float32 underflow
+cdef double F32_TINY = ldexp(1.0, -149)
+
 
 cdef inline int _threads_for(int n_threads, Py_ssize_t n_chunks) noexcept:
     """Threads to use: at least 1, at most one per chunk."""
@@ -67,36 +83,48 @@ cdef inline int _threads_for(int n_threads, Py_ssize_t n_chunks) noexcept:
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
-cdef void _assign_rows(
-    const floating[:, ::1] X,
-    const floating[:, ::1] CT,
-    const floating[:, ::1] WT,
+cdef void _nearest_direct(
+    const floating* X,
+    Py_ssize_t m,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    const floating* CT,
+    const floating* WT,
     bint weighted,
-    Py_ssize_t start,
-    Py_ssize_t stop,
     floating* acc,
-    int[::1] labels,
-    floating[::1] mindist,
+    int* labels,
+    floating* mindist,
 ) noexcept nogil:
-    cdef Py_ssize_t d = CT.shape[0]
-    cdef Py_ssize_t k = CT.shape[1]
+    """Nearest prototype of ``m`` contiguous rows ``X`` (row stride ``d``), directly.
+
+    ``CT``/``WT``: (d, k) C-contiguous prototypes/weights, transposed (``WT`` is read
+    only when ``weighted``); ``acc``: k scratch values; writes ``labels[0:m]`` and
+    ``mindist[0:m]``. Every distance is summed over features in the order 0 .. d-1.
+    """
     cdef Py_ssize_t i, j, c
+    cdef const floating* row
+    cdef const floating* cj
+    cdef const floating* wj
     cdef floating xj, t, best
     cdef int arg
-    for i in range(start, stop):
+    for i in range(m):
+        row = X + i * d
         for c in range(k):
             acc[c] = 0
         if weighted:
             for j in range(d):
-                xj = X[i, j]
+                xj = row[j]
+                cj = CT + j * k
+                wj = WT + j * k
                 for c in range(k):
-                    t = xj - CT[j, c]
-                    acc[c] = acc[c] + WT[j, c] * (t * t)
+                    t = xj - cj[c]
+                    acc[c] = acc[c] + wj[c] * (t * t)
         else:
             for j in range(d):
-                xj = X[i, j]
+                xj = row[j]
+                cj = CT + j * k
                 for c in range(k):
-                    t = xj - CT[j, c]
+                    t = xj - cj[c]
                     acc[c] = acc[c] + t * t
         best = acc[0]
         arg = 0
@@ -138,6 +166,7 @@ def assign_nearest_kernel(
         Rows per chunk.
     """
     cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t d = CT.shape[0]
     cdef Py_ssize_t k = CT.shape[1]
     cdef Py_ssize_t n_chunks, ch, start, stop, r
     cdef floating* acc
@@ -153,7 +182,7 @@ def assign_nearest_kernel(
             raise MemoryError()
         try:
             with nogil:
-                _assign_rows(X, CT, WT, weighted, 0, n, acc, labels, mindist)
+                _nearest_direct(&X[0, 0], n, d, k, &CT[0, 0], &WT[0, 0], weighted, acc, &labels[0], &mindist[0])
         finally:
             free(acc)
         return
@@ -169,75 +198,307 @@ def assign_nearest_kernel(
             for r in range(start, stop):
                 labels[r] = -1
         else:
-            _assign_rows(X, CT, WT, weighted, start, stop, acc, labels, mindist)
+            _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
+                            &labels[start], &mindist[start])
             free(acc)
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
-cdef void _assign_rows_gemm(
-    const floating[:, ::1] X,
-    const floating[:, ::1] C,
-    const floating[::1] cn,
-    floating cmax,
-    Py_ssize_t start,
-    Py_ssize_t stop,
-    floating* G,
-    int[::1] labels,
-    floating[::1] mindist,
+cdef inline floating _norm(const floating* x, Py_ssize_t d) noexcept nogil:
+    """``||x||``, the squares summed in four partial sums (any order of non-negative terms
+    errs by at most (d - 1) u, like the sequential one)."""
+    cdef floating s0 = 0
+    cdef floating s1 = 0
+    cdef floating s2 = 0
+    cdef floating s3 = 0
+    cdef Py_ssize_t z = 0
+    while z + 4 <= d:
+        s0 = s0 + x[z] * x[z]
+        s1 = s1 + x[z + 1] * x[z + 1]
+        s2 = s2 + x[z + 2] * x[z + 2]
+        s3 = s3 + x[z + 3] * x[z + 3]
+        z = z + 4
+    while z < d:
+        s0 = s0 + x[z] * x[z]
+        z = z + 1
+    return sqrt((s0 + s1) + (s2 + s3))
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef inline Py_ssize_t _screen_row(
+    floating* a,
+    Py_ssize_t k,
+    floating slack,
+    Py_ssize_t base,
+    int* pidx,
+    Py_ssize_t n_pairs,
 ) noexcept nogil:
-    cdef int k = <int>C.shape[0]
-    cdef int d = <int>C.shape[1]
-    cdef int m = <int>(stop - start)
+    """Append to ``pidx`` (as ``base + j``) every ``j`` with ``a[j] <= min(a) + slack``.
+
+    ``a``: one row's k screened values. Branch-free: ``pidx`` needs room for k more
+    entries. Returns the new number of entries; with a NaN row, none is appended.
+    """
+    cdef Py_ssize_t j
+    cdef floating best_a = a[0]
+    cdef floating t, thr
+    for j in range(1, k):
+        t = a[j]
+        best_a = t if t < best_a else best_a
+    thr = best_a + slack
+    for j in range(k):
+        pidx[n_pairs] = <int>(base + j)
+        n_pairs = n_pairs + (a[j] <= thr)
+    return n_pairs
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _exact_candidates(
+    const floating* X,
+    Py_ssize_t m,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    const floating* C,
+    const int* pidx,
+    Py_ssize_t n_pairs,
+    floating* D,
+    int* labels,
+    floating* mindist,
+) noexcept nogil:
+    """Exact distance of every candidate ``pidx[p] = r * k + j`` and, per row, the smallest.
+
+    Each distance is summed over features in the order 0 .. d-1 like
+    :func:`_nearest_direct`'s; four candidates at a time (independent chains, for
+    instruction-level parallelism), into ``D[p]`` (room for ``n_pairs``). Candidates come
+    in increasing ``(r, j)``, so ties go to the lowest index. A row without candidates
+    (NaN) gets label -1.
+    """
+    cdef Py_ssize_t p, r, z
+    cdef floating t0, t1, t2, t3, a0, a1, a2, a3
+    cdef const floating* x0
+    cdef const floating* x1
+    cdef const floating* x2
+    cdef const floating* x3
+    cdef const floating* c0
+    cdef const floating* c1
+    cdef const floating* c2
+    cdef const floating* c3
+    p = 0
+    while p + 4 <= n_pairs:
+        x0 = X + (pidx[p] // k) * d
+        x1 = X + (pidx[p + 1] // k) * d
+        x2 = X + (pidx[p + 2] // k) * d
+        x3 = X + (pidx[p + 3] // k) * d
+        c0 = C + (pidx[p] % k) * d
+        c1 = C + (pidx[p + 1] % k) * d
+        c2 = C + (pidx[p + 2] % k) * d
+        c3 = C + (pidx[p + 3] % k) * d
+        a0 = 0
+        a1 = 0
+        a2 = 0
+        a3 = 0
+        for z in range(d):
+            t0 = x0[z] - c0[z]
+            t1 = x1[z] - c1[z]
+            t2 = x2[z] - c2[z]
+            t3 = x3[z] - c3[z]
+            a0 = a0 + t0 * t0
+            a1 = a1 + t1 * t1
+            a2 = a2 + t2 * t2
+            a3 = a3 + t3 * t3
+        D[p] = a0
+        D[p + 1] = a1
+        D[p + 2] = a2
+        D[p + 3] = a3
+        p = p + 4
+    while p < n_pairs:
+        x0 = X + (pidx[p] // k) * d
+        c0 = C + (pidx[p] % k) * d
+        a0 = 0
+        for z in range(d):
+            t0 = x0[z] - c0[z]
+            a0 = a0 + t0 * t0
+        D[p] = a0
+        p = p + 1
+    for r in range(m):
+        labels[r] = -1
+        mindist[r] = 0
+    for p in range(n_pairs):
+        r = pidx[p] // k
+        if labels[r] < 0 or D[p] < mindist[r]:
+            labels[r] = pidx[p] - <int>(r * k)
+            mindist[r] = D[p]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _nearest_gemm(
+    const floating* X,
+    int m,
+    int d,
+    int k,
+    const floating* C,
+    const floating* cn,
+    floating cmax,
+    floating* G,
+    int* pidx,
+    int* labels,
+    floating* mindist,
+) noexcept nogil:
+    """Nearest prototype of ``m`` contiguous rows ``X`` (row stride ``d``) through a BLAS screen.
+
+    ``C``: (k, d) C-contiguous prototypes; ``cn``: their squared norms; ``cmax``: a bound
+    of their norms; ``G``: m * k scratch values; ``pidx``: m * k scratch ints. Writes
+    ``labels[0:m]`` and ``mindist[0:m]``, identical to :func:`_nearest_direct`'s
+    (unweighted); a row with NaN gets label -1. BLAS must be single-threaded.
+
+    Three steps: the product ``G = X C^T``; per row, the candidate prototypes that the
+    rounding-error bound cannot exclude (:func:`_screen_row`); their exact distances and
+    the smallest (:func:`_exact_candidates`, over ``G``, no longer needed by then).
+    """
     cdef char transa = b'T'
     cdef char transb = b'N'
     cdef floating one = 1.0
     cdef floating zero = 0.0
-    cdef Py_ssize_t r, i, j, z
-    cdef floating a, best_a, thr, xn2, xn, acc, t, best, eps
+    cdef Py_ssize_t r, j, n_pairs
+    cdef floating xn, eps
     cdef floating* row
-    cdef int arg
+    if m <= 0:
+        return
     # column-major view: G (k x m) = C (d x k)^T @ X_chunk (d x m), i.e. row-major
-    # G[r, j] = x_{start + r} . c_j
+    # G[r, j] = x_r . c_j
     if floating is double:
         eps = DBL_EPSILON
-        dgemm(&transa, &transb, &k, &m, &d, &one, <double*>&C[0, 0], &d,
-              <double*>&X[start, 0], &d, &zero, G, &k)
+        dgemm(&transa, &transb, &k, &m, &d, &one, <double*>C, &d,
+              <double*>X, &d, &zero, G, &k)
     else:
         eps = FLT_EPSILON
-        sgemm(&transa, &transb, &k, &m, &d, &one, <float*>&C[0, 0], &d,
-              <float*>&X[start, 0], &d, &zero, G, &k)
+        sgemm(&transa, &transb, &k, &m, &d, &one, <float*>C, &d,
+              <float*>X, &d, &zero, G, &k)
+    n_pairs = 0
     for r in range(m):
-        i = start + r
         row = G + r * k
-        best_a = cn[0] - 2 * row[0]
-        for j in range(1, k):
-            a = cn[j] - 2 * row[j]
-            if a < best_a:
-                best_a = a
-        xn2 = 0
-        for z in range(d):
-            xn2 = xn2 + X[i, z] * X[i, z]
-        xn = sqrt(xn2)
+        # the screened values ||c_j||^2 - 2 x.c_j, in place
+        for j in range(k):
+            row[j] = cn[j] - 2 * row[j]
+        xn = _norm(X + r * d, d)
         # ||x - c_j||^2 - ||x||^2 = ||c_j||^2 - 2 x.c_j; the screened value and the exact
         # (sequentially summed) distance each err by at most (d + 2) u (||x|| + ||c_j||)^2,
         # u = eps / 2: candidates within twice (d + 4) eps (||x|| + max ||c||)^2 of the
         # smallest screened value contain the exact argmin (and all its ties).
-        thr = best_a + 2 * (d + 4) * eps * (xn + cmax) * (xn + cmax)
-        best = 0
-        arg = -1
+        n_pairs = _screen_row(row, k, 2 * (d + 4) * eps * (xn + cmax) * (xn + cmax), r * k, pidx, n_pairs)
+    _exact_candidates(X, m, d, k, C, pidx, n_pairs, G, labels, mindist)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _nearest_gemm_f32(
+    const double* X,
+    int m,
+    int d,
+    int k,
+    const double* C,
+    const double* cn,
+    double cmax,
+    const double* mu,
+    double mu_norm,
+    const float* Cs32,
+    const double* cns,
+    double cmaxs,
+    float* X32,
+    float* G32,
+    double* G,
+    int* pidx,
+    int* labels,
+    double* mindist,
+) noexcept nogil:
+    """:func:`_nearest_gemm` (float64) with the screen in float32, on centred coordinates.
+
+    Same labels and distances as :func:`_nearest_gemm`/:func:`_nearest_direct` on ``X``
+    and ``C``: only the candidate set differs (wider), and it provably contains the
+    exact argmin and its ties. ``mu`` (d,): a centre of the prototypes; ``mu_norm``:
+    a bound of ``||mu||``; ``Cs32``: ``float32(C - mu)`` (k, d); ``cns``: float64 squared
+    norms of ``C - mu``; ``cmaxs``: a bound of their norms. Scratch: ``X32`` m * d,
+    ``G32`` and ``G`` m * k, ``pidx`` m * k. A chunk whose magnitudes could overflow
+    float32 products takes the float64 screen instead.
+    """
+    cdef char transa = b'T'
+    cdef char transb = b'N'
+    cdef float one = 1.0
+    cdef float zero = 0.0
+    cdef Py_ssize_t r, j, z, n_pairs
+    cdef double xs, t, t1, t2, t3, ss0, ss1, ss2, ss3, xmax, slack
+    cdef const double* x
+    cdef float* x32
+    cdef double* row
+    cdef const float* g
+    if m <= 0:
+        return
+    # centred rows in float32, their (float64) norms kept in mindist meanwhile
+    xmax = 0
+    for r in range(m):
+        x = X + r * d
+        x32 = X32 + r * d
+        # four independent partial sums (instruction-level parallelism)
+        ss0 = 0
+        ss1 = 0
+        ss2 = 0
+        ss3 = 0
+        z = 0
+        while z + 4 <= d:
+            t = x[z] - mu[z]
+            t1 = x[z + 1] - mu[z + 1]
+            t2 = x[z + 2] - mu[z + 2]
+            t3 = x[z + 3] - mu[z + 3]
+            ss0 = ss0 + t * t
+            ss1 = ss1 + t1 * t1
+            ss2 = ss2 + t2 * t2
+            ss3 = ss3 + t3 * t3
+            x32[z] = <float>t
+            x32[z + 1] = <float>t1
+            x32[z + 2] = <float>t2
+            x32[z + 3] = <float>t3
+            z = z + 4
+        while z < d:
+            t = x[z] - mu[z]
+            ss0 = ss0 + t * t
+            x32[z] = <float>t
+            z = z + 1
+        xs = sqrt((ss0 + ss1) + (ss2 + ss3))
+        mindist[r] = xs
+        xmax = xs if xs > xmax else xmax
+    # every float32 product and partial sum is at most ||x - mu|| ||c - mu|| (Cauchy-Schwarz);
+    # keep that far below FLT_MAX (and NaN rows, where the comparison fails, go to float64)
+    if not (xmax < 1e18 and xmax * cmaxs < 1e36):
+        _nearest_gemm(X, m, d, k, C, cn, cmax, G, pidx, labels, mindist)
+        return
+    sgemm(&transa, &transb, &k, &m, &d, &one, <float*>Cs32, &d, X32, &d, &zero, G32, &k)
+    n_pairs = 0
+    for r in range(m):
+        row = G + r * k
+        g = G32 + r * k
         for j in range(k):
-            if cn[j] - 2 * row[j] <= thr:
-                acc = 0
-                for z in range(d):
-                    t = X[i, z] - C[j, z]
-                    acc = acc + t * t
-                if arg < 0 or acc < best:
-                    best = acc
-                    arg = <int>j
-        labels[i] = arg
-        mindist[i] = best
+            row[j] = cns[j] - 2 * <double>g[j]
+        xs = mindist[r]
+        # The screened value approximates a_j = ||c_j - mu||^2 - 2 (x - mu).(c_j - mu)
+        # = ||x - c_j||^2 - ||x - mu||^2 within E = (d + 3) eps32 ||x - mu|| ||c_j - mu||
+        # (+ float64 roundings and float32 underflow, 2^-149 per operand and product), and
+        # the exact float64 distance errs by at most e = (d + 2) u64 (||x|| + ||c_j||)^2,
+        # ||x|| <= ||x - mu|| + ||mu||: candidates within 2E + 2e of the smallest screened
+        # value contain the exact argmin and its ties. E is bounded by
+        # (d + 6) eps32 (xs + cmaxs)^2 / 2 and 2e by 2 (d + 4) eps64 (xs + ||mu|| + cmax)^2.
+        slack = ((d + 6) * <double>FLT_EPSILON * (xs + cmaxs) * (xs + cmaxs)
+                 + 2 * (d + 4) * DBL_EPSILON * (xs + mu_norm + cmax) * (xs + mu_norm + cmax)
+                 + 8 * (d * (xs + cmaxs) + d) * F32_TINY)
+        n_pairs = _screen_row(row, k, slack, r * k, pidx, n_pairs)
+    _exact_candidates(X, m, d, k, C, pidx, n_pairs, G, labels, mindist)
 
 
 @cython.boundscheck(False)
@@ -272,8 +533,10 @@ def assign_nearest_gemm_kernel(
     """
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t k = C.shape[0]
+    cdef int d = <int>C.shape[1]
     cdef Py_ssize_t n_chunks, ch, start, stop, r
     cdef floating* G
+    cdef int* pidx
     cdef floating cm = <floating>cmax
     if n == 0:
         return
@@ -283,7 +546,10 @@ def assign_nearest_gemm_kernel(
     n_threads = _threads_for(n_threads, n_chunks)
     if n_threads == 1:
         G = <floating*>malloc(chunk_size * k * sizeof(floating))
-        if G == NULL:
+        pidx = <int*>malloc(chunk_size * k * sizeof(int))
+        if G == NULL or pidx == NULL:
+            free(G)
+            free(pidx)
             raise MemoryError()
         try:
             with nogil:
@@ -292,9 +558,11 @@ def assign_nearest_gemm_kernel(
                     stop = start + chunk_size
                     if stop > n:
                         stop = n
-                    _assign_rows_gemm(X, C, cn, cm, start, stop, G, labels, mindist)
+                    _nearest_gemm(&X[start, 0], <int>(stop - start), d, <int>k, &C[0, 0], &cn[0], cm, G, pidx,
+                                  &labels[start], &mindist[start])
         finally:
             free(G)
+            free(pidx)
         return
     for ch in prange(n_chunks, schedule="static", nogil=True, num_threads=n_threads):
         start = ch * chunk_size
@@ -302,9 +570,349 @@ def assign_nearest_gemm_kernel(
         if stop > n:
             stop = n
         G = <floating*>malloc(chunk_size * k * sizeof(floating))
-        if G == NULL:
+        pidx = <int*>malloc(chunk_size * k * sizeof(int))
+        if G == NULL or pidx == NULL:
             for r in range(start, stop):
                 labels[r] = -1
         else:
-            _assign_rows_gemm(X, C, cn, cm, start, stop, G, labels, mindist)
-            free(G)
+            _nearest_gemm(&X[start, 0], <int>(stop - start), d, <int>k, &C[0, 0], &cn[0], cm, G, pidx,
+                          &labels[start], &mindist[start])
+        free(G)
+        free(pidx)
+
+
+# --------------------------------------------------------------------------------------
+# Fused federated-Lloyd statistics: assignment and accumulation in one pass over the rows
+# --------------------------------------------------------------------------------------
+
+ctypedef fused rowfloat:
+    float
+    double
+
+
+cdef struct LloydProblem:
+    # prototypes (k, d) in the units of the distance, transposed (d, k), squared norms, norm bound
+    const double* C
+    const double* CT
+    const double* cn
+    double cmax
+    # float32 screen: centre mu (d,), bound of ||mu||, float32(C - mu) (k, d), its norms and bound
+    const double* mu
+    double mu_norm
+    const float* Cs32
+    const double* cns
+    double cmaxs
+    # feature weights (d,)
+    const double* w
+    Py_ssize_t d
+    Py_ssize_t k
+    bint weighted
+    int path  # 0 direct loop, 1 float64 BLAS screen, 2 float32 BLAS screen
+
+
+cdef struct LloydWork:
+    double* buf    # chunk x d: the chunk's rows in float64 (weighted units)
+    float* buf32   # chunk x d (float32 screen)
+    double* G      # chunk x k (or k for the direct loop)
+    float* G32     # chunk x k (float32 screen)
+    int* pidx      # chunk x k (screens)
+    int* lab       # chunk
+    double* dist   # chunk
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _lloyd_block(
+    const rowfloat[:, :] X,
+    Py_ssize_t row_start,
+    Py_ssize_t row_stop,
+    LloydProblem* P,
+    bint direct_rows,
+    Py_ssize_t chunk_size,
+    LloydWork* W,
+    long long* counts,
+    double* sums,
+    double* inertia,
+) noexcept nogil:
+    """Accumulate rows ``row_start:row_stop`` into one block's partial statistics.
+
+    Chunk by chunk: the chunk's rows are copied (upcast, and multiplied by ``w`` when
+    weighted) into ``W.buf`` (chunk_size x d float64) unless ``direct_rows`` (unweighted
+    C-contiguous float64 rows, used in place); their nearest prototypes come from
+    :func:`_nearest_direct`, :func:`_nearest_gemm` or :func:`_nearest_gemm_f32` (same
+    labels and distances); then each row, in order, adds 1 to ``counts[c]``, its raw
+    values to ``sums[c, :]`` and its distance to ``inertia[c]``.
+    """
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    cdef Py_ssize_t start, stop, m, r, j, i
+    cdef Py_ssize_t s0 = X.strides[0]
+    cdef Py_ssize_t s1 = X.strides[1]
+    cdef bint by_column = (s0 if s0 >= 0 else -s0) < (s1 if s1 >= 0 else -s1)
+    cdef bint unit_stride = s1 == sizeof(rowfloat)
+    cdef const char* base = <const char*>&X[0, 0]
+    cdef const rowfloat* xr
+    cdef bint weighted = P.weighted
+    cdef const double* w = P.w
+    cdef const double* rows
+    cdef double* buf = W.buf
+    cdef double* srow
+    cdef double* brow
+    cdef int* lab = W.lab
+    cdef double* dist = W.dist
+    cdef int c
+    start = row_start
+    while start < row_stop:
+        stop = start + chunk_size
+        if stop > row_stop:
+            stop = row_stop
+        m = stop - start
+        if direct_rows:
+            rows = <const double*>&X[start, 0]
+        else:
+            if by_column:  # column-major input: read each column's run of rows in order
+                for j in range(d):
+                    if weighted:
+                        for r in range(m):
+                            buf[r * d + j] = (<double>X[start + r, j]) * w[j]
+                    else:
+                        for r in range(m):
+                            buf[r * d + j] = <double>X[start + r, j]
+            elif unit_stride:  # rows with contiguous features: plain (vectorisable) loops
+                for r in range(m):
+                    brow = buf + r * d
+                    xr = <const rowfloat*>(base + (start + r) * s0)
+                    if weighted:
+                        for j in range(d):
+                            brow[j] = (<double>xr[j]) * w[j]
+                    else:
+                        for j in range(d):
+                            brow[j] = <double>xr[j]
+            else:
+                for r in range(m):
+                    brow = buf + r * d
+                    if weighted:
+                        for j in range(d):
+                            brow[j] = (<double>X[start + r, j]) * w[j]
+                    else:
+                        for j in range(d):
+                            brow[j] = <double>X[start + r, j]
+            rows = buf
+        if P.path == 2:
+            _nearest_gemm_f32(rows, <int>m, <int>d, <int>k, P.C, P.cn, P.cmax, P.mu, P.mu_norm, P.Cs32, P.cns,
+                              P.cmaxs, W.buf32, W.G32, W.G, W.pidx, lab, dist)
+        elif P.path == 1:
+            _nearest_gemm(rows, <int>m, <int>d, <int>k, P.C, P.cn, P.cmax, W.G, W.pidx, lab, dist)
+        else:
+            _nearest_direct(rows, m, d, k, P.CT, P.CT, False, W.G, lab, dist)
+        for r in range(m):
+            c = lab[r]
+            if c < 0:  # a row with NaN: it makes sums[0] NaN, which the caller reports
+                c = 0
+            counts[c] += 1
+            inertia[c] += dist[r]
+            srow = sums + c * d
+            if weighted and unit_stride:  # sums are in raw units
+                xr = <const rowfloat*>(base + (start + r) * s0)
+                for j in range(d):
+                    srow[j] += <double>xr[j]
+            elif weighted:
+                i = start + r
+                for j in range(d):
+                    srow[j] += <double>X[i, j]
+            else:
+                brow = <double*>rows + r * d
+                for j in range(d):
+                    srow[j] += brow[j]
+        start = stop
+
+
+cdef void _free_work(LloydWork* W) noexcept nogil:
+    free(W.buf)
+    free(W.buf32)
+    free(W.G)
+    free(W.G32)
+    free(W.pidx)
+    free(W.lab)
+    free(W.dist)
+
+
+cdef bint _alloc_work(LloydWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k, int path) noexcept nogil:
+    """Allocate one block's work buffers (sizes + 1 so that none is 0); False on failure."""
+    W.buf = <double*>malloc((chunk * d + 1) * sizeof(double))
+    W.buf32 = <float*>malloc(((chunk * d if path == 2 else 0) + 1) * sizeof(float))
+    W.G = <double*>malloc(((chunk * k if path > 0 else k) + 1) * sizeof(double))
+    W.G32 = <float*>malloc(((chunk * k if path == 2 else 0) + 1) * sizeof(float))
+    W.pidx = <int*>malloc(((chunk * k if path > 0 else 0) + 1) * sizeof(int))
+    W.lab = <int*>malloc(chunk * sizeof(int))
+    W.dist = <double*>malloc(chunk * sizeof(double))
+    return not (W.buf == NULL or W.buf32 == NULL or W.G == NULL or W.G32 == NULL or W.pidx == NULL
+                or W.lab == NULL or W.dist == NULL)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def lloyd_stats_kernel(
+    const rowfloat[:, :] X,
+    const double[:, ::1] C,
+    const double[:, ::1] CT,
+    const double[::1] cn,
+    double cmax,
+    const double[::1] mu,
+    double mu_norm,
+    const float[:, ::1] Cs32,
+    const double[::1] cns,
+    double cmaxs,
+    const double[::1] w,
+    bint weighted,
+    int path,
+    long long[::1] counts,
+    double[:, ::1] sums,
+    double[::1] inertia,
+    Py_ssize_t n_blocks,
+    int n_threads=1,
+    Py_ssize_t chunk_size=256,
+):
+    """Per-cluster counts, raw sums and inertia of the rows of ``X``, fused with the assignment.
+
+    Rows are cut into ``B = n_blocks`` blocks of whole chunks (block ``b`` holds chunks
+    ``b * n_chunks // B`` to ``(b + 1) * n_chunks // B``); each block accumulates its rows
+    in order into its own partial; the partials are then added in block order. Threads
+    only change which thread computes which block, so results do not depend on them.
+
+    Parameters
+    ----------
+    X : (n, d) float32/float64, any strides
+    C : (k, d) C-contiguous float64 prototypes (multiplied by ``w`` when weighted)
+    CT : (d, k) C-contiguous, ``C`` transposed (the direct loop's layout)
+    cn : (k,) squared norms of ``C`` (screens)
+    cmax : float
+        An upper bound of the norms of ``C`` (screens).
+    mu : (d,) a centre of the prototypes (float32 screen)
+    mu_norm : float
+        An upper bound of ``||mu||`` (float32 screen).
+    Cs32 : (k, d) float32, ``C - mu`` rounded to float32 (float32 screen)
+    cns : (k,) float64 squared norms of ``C - mu`` (float32 screen)
+    cmaxs : float
+        An upper bound of the norms of ``C - mu`` (float32 screen).
+    w : (d,) feature weights (read only when ``weighted``)
+    weighted : bool
+    path : int
+        0: direct loop; 1: float64 BLAS screen; 2: float32 BLAS screen (float64 for
+        chunks whose magnitudes could overflow float32). All give the same labels.
+    counts, sums, inertia : (k,), (k, d), (k,) zeroed outputs
+    n_blocks : int
+        Blocks (partial statistics), a function of the shape only.
+    n_threads : int
+        OpenMP threads (ignored in a serial build). BLAS must be single-threaded.
+    chunk_size : int
+        Rows per chunk.
+
+    Returns
+    -------
+    ok : bool
+        False when a work buffer could not be allocated (outputs then invalid).
+    """
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t d = C.shape[1]
+    cdef Py_ssize_t k = C.shape[0]
+    cdef Py_ssize_t B = n_blocks
+    cdef Py_ssize_t n_chunks, b, c, j, lo, hi
+    cdef bint direct_rows
+    cdef int failed = 0
+    cdef LloydProblem P
+    cdef LloydWork* Wp = NULL
+    cdef bint ok_work
+    cdef char* block_failed
+    cdef long long* counts_part
+    cdef double* sums_part
+    cdef double* inertia_part
+    if n == 0 or B < 1:
+        return True
+    if chunk_size < 1:
+        chunk_size = 1
+    P.C = &C[0, 0]
+    P.CT = &CT[0, 0]
+    P.cn = &cn[0]
+    P.cmax = cmax
+    P.mu = &mu[0]
+    P.mu_norm = mu_norm
+    P.Cs32 = &Cs32[0, 0]
+    P.cns = &cns[0]
+    P.cmaxs = cmaxs
+    P.w = &w[0]
+    P.d = d
+    P.k = k
+    P.weighted = weighted
+    P.path = path
+    n_chunks = (n + chunk_size - 1) // chunk_size
+    direct_rows = (rowfloat is double and not weighted and d > 0
+                   and X.strides[1] == sizeof(double) and X.strides[0] == d * <Py_ssize_t>sizeof(double))
+    counts_part = <long long*>calloc(B * k, sizeof(long long))
+    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
+    inertia_part = <double*>calloc(B * k, sizeof(double))
+    if counts_part == NULL or sums_part == NULL or inertia_part == NULL:
+        free(counts_part)
+        free(sums_part)
+        free(inertia_part)
+        return False
+    n_threads = _threads_for(n_threads, B)
+    block_failed = <char*>calloc(B, sizeof(char))
+    if block_failed == NULL:
+        free(counts_part)
+        free(sums_part)
+        free(inertia_part)
+        return False
+    if n_threads == 1:
+        # one set of work buffers for all blocks, no OpenMP region
+        Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
+        if Wp == NULL or not _alloc_work(Wp, chunk_size, d, k, path):
+            failed = 1
+        else:
+            with nogil:
+                for b in range(B):
+                    lo = (b * n_chunks // B) * chunk_size
+                    hi = ((b + 1) * n_chunks // B) * chunk_size
+                    if hi > n:
+                        hi = n
+                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
+                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
+        if Wp != NULL:
+            _free_work(Wp)
+            free(Wp)
+    else:
+        with nogil, parallel(num_threads=n_threads):
+            # one set of work buffers per thread (pointers assigned in the block are thread-private)
+            Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
+            ok_work = Wp != NULL and _alloc_work(Wp, chunk_size, d, k, path)
+            for b in prange(B, schedule="dynamic"):
+                if ok_work:
+                    lo = (b * n_chunks // B) * chunk_size
+                    hi = ((b + 1) * n_chunks // B) * chunk_size
+                    if hi > n:
+                        hi = n
+                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
+                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
+                else:
+                    block_failed[b] = 1
+            if Wp != NULL:
+                _free_work(Wp)
+                free(Wp)
+        for b in range(B):
+            if block_failed[b]:
+                failed = 1
+    free(block_failed)
+    if not failed:
+        with nogil:
+            for b in range(B):
+                for c in range(k):
+                    counts[c] += counts_part[b * k + c]
+                    inertia[c] += inertia_part[b * k + c]
+                    for j in range(d):
+                        sums[c, j] += sums_part[(b * k + c) * d + j]
+    free(counts_part)
+    free(sums_part)
+    free(inertia_part)
+    return not failed

@@ -21,6 +21,11 @@ Federated splits
     (GOLD's Non-ICD simulator). All return one sorted ``int64`` index array
     per client and are deterministic for a given ``random_state``.
 
+FedCRef's experiments
+    :func:`simulate_fedcref_clients` (whole classes per client, optional overlap),
+    :func:`dirty_labels` (dirty-uniform initial labels), :func:`load_fashion_mnist` and
+    :func:`load_idx` (IDX files).
+
 Client files
     :func:`save_client_npz` and :func:`load_client_npz` store per-client data
     as ``X0..Xk`` / ``y0..yk`` in one ``.npz`` archive (read without pickle).
@@ -34,6 +39,7 @@ Examples
 """
 from __future__ import annotations
 
+from ._fedcref_sim import dirty_labels, load_fashion_mnist, load_idx, simulate_fedcref_clients
 from ._io import dataset_info, list_datasets, load_client_npz, load_dataset, save_client_npz
 from ._partition import (
     PARTITION_METHODS,
@@ -69,4 +75,8 @@ __all__ = [
     "SanityCase",
     "make_sanity_case",
     "sanity_grid",
+    "load_idx",
+    "load_fashion_mnist",
+    "simulate_fedcref_clients",
+    "dirty_labels",
 ]

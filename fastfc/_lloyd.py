@@ -1,0 +1,188 @@
+"""Per-client statistics of one round of federated Lloyd (k-means) refinement.
+
+Each round every client labels its rows by the nearest current global centre and
+uploads, per cluster, the row count, the sum of the rows and the sum of their
+squared distances; the server adds them up and moves every centre to
+``sum / count``. :func:`lloyd_stats` computes one client's statistics in one
+pass over its rows with the compiled kernel
+:func:`fastfc._kernels._assign.lloyd_stats_kernel` (assignment and accumulation
+fused per chunk of rows, ``nogil``, deterministic for any thread count); this
+module only validates.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ._assign import GEMM_MIN_FEATURES, _as_float_2d, gemm_norms
+from ._kernels._assign import lloyd_stats_kernel
+from ._parallel import effective_n_jobs, limit_blas_threads
+
+__all__ = ["lloyd_stats", "n_blocks", "use_screen"]
+
+#: rows per chunk: a chunk's rows (float64) and its distance products stay in L2
+LLOYD_CHUNK = 256
+#: at most this many blocks (partial statistics) per call
+MAX_BLOCKS = 64
+#: a block holds at least this many chunks (unless the rows are fewer)
+MIN_CHUNKS_PER_BLOCK = 4
+#: the partial sums of all blocks hold at most about this many float64 values (32 MB)
+PARTIAL_BUDGET = 1 << 22
+#: float32 rows are screened in float32 when the centred centres' norms are below this
+#: (products of float32 operands then stay far below the float32 range; the kernel
+#: checks the rows' norms chunk by chunk and falls back to float64 where needed)
+F32_SCREEN_MAX_NORM = 1e17
+
+
+def use_screen(n_features: int, n_clusters: int) -> bool:
+    """Whether rows are labelled through the BLAS screen rather than the direct loop.
+
+    Both give the same labels and distances bit for bit (see
+    :func:`fastfc._assign.assign_nearest`); only speed differs. Fused with the
+    accumulation, the screen is the faster one from 8 features and 2 centres on
+    (``benchmarks/lloyd_pass.py``), a lower threshold than ``assign_nearest``'s.
+    """
+    return n_features >= GEMM_MIN_FEATURES and n_clusters >= 2
+
+
+def n_blocks(n_samples: int, n_clusters: int, n_features: int) -> int:
+    """Number of blocks (independent partial statistics) the rows are cut into.
+
+    It depends on the shape only, never on the thread count, so the summation
+    order, hence every bit of the result, is the same for any ``n_jobs``.
+
+    Parameters
+    ----------
+    n_samples, n_clusters, n_features : int
+
+    Returns
+    -------
+    int
+        ``min(ceil(n_chunks / 4), 64, max(2, 2**22 // (n_clusters * n_features)))`` with
+        ``n_chunks = ceil(n_samples / 256)`` (blocks of at least 4 chunks, so that small
+        clients do not pay for many partials); 0 when there are no rows.
+    """
+    n_chunks = -(-n_samples // LLOYD_CHUNK)
+    return min(-(-n_chunks // MIN_CHUNKS_PER_BLOCK), MAX_BLOCKS,
+               max(2, PARTIAL_BUDGET // max(n_clusters * n_features, 1)))
+
+
+def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-cluster counts, sums and inertia of the rows for the given centres (one Lloyd step).
+
+    Row ``x`` belongs to the centre ``c`` minimising ``|| (x - c) * weight ||^2``
+    (ties to the lowest index): exactly the labels of
+    :func:`fastfc._units.nearest_weighted` ``(X, centers, weight)`` for float64
+    ``centers``. One pass over the rows: per chunk of 256 rows, the chunk is
+    copied to a small float64 buffer (multiplied by ``weight``), labelled with
+    the same arithmetic as :func:`fastfc._assign.assign_nearest` (the direct
+    loop, or from 8 features a BLAS screen that keeps every centre a rigorous
+    rounding bound cannot exclude and decides by the exact distances; float32
+    rows are screened in float32 on coordinates centred at the centres' mean),
+    and added to its block's partial statistics; the (at most 64) blocks depend
+    on the shape only and are added in order, so the result is bit-identical
+    for any ``n_jobs``.
+
+    The distances and the labels are the float64 ones even for float32 rows;
+    the sums are float64 sums of the raw values.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The client's rows; float32 and float64 are read as they are (any
+        strides, never copied as a whole, never modified), other numeric
+        dtypes are converted to float64.
+    centers : array-like of shape (n_clusters, n_features)
+        Current centres in raw units; converted to float64.
+    weight : array-like of shape (n_features,), optional
+        Non-negative finite factor of each feature in distances; ``None`` or an
+        empty array means raw units.
+    n_jobs : int or None, default=1
+        Threads of the kernel (``None`` = 1, ``-1`` = all cores). BLAS is held
+        to one thread meanwhile (a process-wide limit: callers running several
+        clients in threads should hold ``fastfc._parallel.limit_blas_threads(1)``
+        around them, as fastfc's estimators do).
+
+    Returns
+    -------
+    counts : ndarray of shape (n_clusters,), int64
+        Rows nearest to each centre.
+    sums : ndarray of shape (n_clusters, n_features), float64
+        Sum of those rows in raw units (not weighted), accumulated in float64.
+    inertia : ndarray of shape (n_clusters,), float64
+        Sum of their minimal (weighted) squared distances.
+
+    Raises
+    ------
+    ValueError
+        Wrong dimensions, mismatched ``n_features``, no centres, NaN/infinity
+        in ``X``, ``centers`` or ``weight``, a negative weight or a weight of
+        the wrong shape, or a float64 overflow of the sums or distances.
+    TypeError
+        Non-numeric ``X``, ``centers`` or ``weight``.
+    """
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
+    if X.dtype.kind not in "fiub":
+        raise TypeError(f"X must be numeric, got dtype {X.dtype}")
+    if X.dtype != np.float32 and X.dtype != np.float64:
+        X = X.astype(np.float64)
+    C = _as_float_2d("centers", centers, np.float64)
+    if C.shape[0] == 0:
+        raise ValueError("centers is empty: at least one centre is needed")
+    n, d = X.shape
+    k = C.shape[0]
+    if C.shape[1] != d:
+        raise ValueError(f"X has {d} features but centers have {C.shape[1]}")
+    weighted = weight is not None and np.size(weight) != 0
+    if weighted:
+        w = np.asarray(weight)
+        if w.dtype.kind not in "fiub":
+            raise TypeError(f"weight must be numeric, got dtype {w.dtype}")
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        if w.shape != (d,):
+            raise ValueError(f"weight must have shape ({d},) (one factor per feature) or be empty, got {w.shape}")
+        if not np.isfinite(w).all():
+            raise ValueError("weight contains NaN or infinity")
+        if (w < 0).any():
+            raise ValueError("weight must be non-negative")
+        C = np.ascontiguousarray(C * w)  # the same product as nearest_weighted's
+    else:
+        w = np.zeros(0, dtype=np.float64)
+    n_threads = effective_n_jobs(n_jobs)
+    counts = np.zeros(k, dtype=np.int64)
+    sums = np.zeros((k, d), dtype=np.float64)
+    inertia = np.zeros(k, dtype=np.float64)
+    if n == 0:
+        return counts, sums, inertia
+    path = 0
+    cn, cmax = np.zeros(k), 0.0
+    mu, mu_norm, Cs32, cns, cmaxs = np.zeros(d), 0.0, np.zeros((k, d), dtype=np.float32), np.zeros(k), 0.0
+    if use_screen(d, k):
+        path = 1
+        cn, cmax = gemm_norms(C)
+        if X.dtype == np.float32:
+            # float32 rows: screen in float32 on coordinates centred at the centres' mean
+            mu = C.mean(axis=0)
+            Cs = C - mu
+            cns, cmaxs = gemm_norms(Cs)
+            if cmaxs < F32_SCREEN_MAX_NORM:
+                path = 2
+                Cs32 = Cs.astype(np.float32)
+                mu_norm = float(np.sqrt(mu @ mu)) * (1.0 + 1e-5) + 1e-30
+    CT = np.ascontiguousarray(C.T)
+    # the kernel's threads are ours (n_jobs); each runs its own small products on one BLAS thread
+    with limit_blas_threads(1) if path else contextlib.nullcontext():
+        ok = lloyd_stats_kernel(X, C, CT, cn, cmax, mu, mu_norm, Cs32, cns, cmaxs, w, weighted, path,
+                                counts, sums, inertia, n_blocks(n, k, d), n_threads, LLOYD_CHUNK)
+    if not ok:
+        raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")
+    # every row is added to exactly one cluster's sums, so a NaN/inf in X shows up there:
+    # the full finiteness check of X runs only then (one pass over the rows otherwise)
+    if not (np.isfinite(sums).all() and np.isfinite(inertia).all()):
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinity")
+        raise ValueError("lloyd_stats: the sums or squared distances overflow float64; rescale the data")
+    return counts, sums, inertia

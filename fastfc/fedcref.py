@@ -1,0 +1,954 @@
+"""FedCRef: federated cluster refinement with per-cluster autoencoders (Nardi, Valerio, Passarella,
+arXiv 2408.10664; spec ``shared/specs/fedcref.md``), on the rounds protocol.
+
+Every client trains one small autoencoder (AE) per local cluster; all models are relayed to all
+clients; each client scores its clusters against every received model (the normalised-difference
+percentile test, §3.3) and the server links two clusters when the test passes in both
+directions. Connected components with >= 2 clusters are federated groups; each trains a shared AE
+with FedAvg over its members' cluster data. Every active client then re-partitions its rows into
+its K_i clusters with its own and all group models (Algorithm 2); a client whose partition agrees
+with the previous one (self-ACC >= ``tau``) becomes stable and, one iteration later, frozen. The
+run stops when no client is active, when |G| and |I| plateau, or at ``max_iter``.
+
+One FedCRef iteration over protocol rounds (what crosses the wire: AE parameters as flat float32
+arrays, scores, small counters -- never rows):
+
+====================  =====================================  ======================================
+client uploads        from                                   server answers
+====================  =====================================  ======================================
+``FedCRefModels``     round 0 (init + local AEs), or after   ``FedCRefModelSet``: every model to
+                      ``FedCRefProceed`` (fresh local AEs)   every client
+``FedCRefScores``     the model set (cross-evaluation)       association graph, groups; a
+                                                             ``FedCRefTrainTask`` (FedAvg round 1)
+                                                             or, without groups, the group models
+``FedCRefTrainUpdate``  a train task                         FedAvg; the next task, or after
+                                                             ``fl_rounds`` ``FedCRefGroupModels``
+``FedCRefStatus``     the group models (refinement,          stop? ``FedCRefFinal`` (labels) :
+                      self-ACC, stability)                   ``FedCRefProceed``
+====================  =====================================  ======================================
+
+Final labels (:attr:`FedCRef.labels_`) are global distribution ids by provenance (spec §3.7):
+a cluster explained by group model ``g`` gets id ``g``; one explained by a local model whose cluster
+was in group ``g`` of the last graph gets ``g``; any other gets a fresh id (>= ``n_distributions_``).
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from . import _ae
+from ._kernels._fedcref import cluster_refine, cluster_scores
+from ._parallel import client_rng, limit_blas_threads, pinned_worker
+from .base import BaseFederatedClusterer, ClientState
+from .protocol import ArraySpec, Message, MessageError
+
+__all__ = [
+    "FedCRef", "fedcref_scores", "self_accuracy", "plateau",
+    "FedCRefModels", "FedCRefModelSet", "FedCRefScores", "FedCRefTrainTask", "FedCRefTrainUpdate",
+    "FedCRefGroupModels", "FedCRefStatus", "FedCRefProceed", "FedCRefFinal",
+]
+
+
+# ----------------------------------------------------------------------------- messages
+class FedCRefUpload(Message):
+    """Base of every FedCRef client upload (not registered itself)."""
+
+
+class FedCRefBroadcast(Message):
+    """Base of every FedCRef server broadcast a client round consumes (not registered itself)."""
+
+
+def _check_rows(msg: Message, name: str, rows: int, what: str) -> None:
+    if getattr(msg, name).shape[0] != rows:
+        msg._fail(f"{name} has {getattr(msg, name).shape[0]} rows, expected {rows} ({what})")
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefModels(FedCRefUpload):
+    """A client's local autoencoders (one per non-empty local cluster) and its cluster sizes.
+
+    Attributes
+    ----------
+    params : ndarray of shape (n_models, n_params), float32
+        Flat parameters (layout of :func:`fastfc._ae.layout`); 0 rows when ``changed`` is False.
+    clusters : ndarray of shape (n_models,), int
+        Local cluster of each model.
+    sizes : ndarray of shape (n_local_clusters,), int
+        Rows in each local cluster.
+    changed : bool
+        False for a frozen client: its models are the ones it sent before.
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "models"
+    ARRAYS = {"params": ArraySpec("f", 2), "clusters": ArraySpec("i", 1, min_value=0),
+              "sizes": ArraySpec("i", 1, min_value=0)}
+    params: np.ndarray
+    clusters: np.ndarray
+    sizes: np.ndarray
+    changed: bool
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        _check_rows(self, "clusters", self.params.shape[0], "one per model")
+        if self.clusters.size and self.clusters.max() >= self.sizes.shape[0]:
+            self._fail("a model's cluster id is not a local cluster")
+        if self.changed and set(self.clusters.tolist()) != set(np.flatnonzero(self.sizes).tolist()):
+            self._fail("a changed upload must carry exactly one model per non-empty cluster")
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefModelSet(FedCRefBroadcast):
+    """Every client's models, relayed to every client (the exchange of Phase 2).
+
+    Attributes
+    ----------
+    params : ndarray of shape (n_models, n_params), float32
+    owners, clusters : ndarray of shape (n_models,), int
+        Client and local cluster of each model.
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "model_set"
+    ARRAYS = {"params": ArraySpec("f", 2), "owners": ArraySpec("i", 1, min_value=0),
+              "clusters": ArraySpec("i", 1, min_value=0)}
+    params: np.ndarray
+    owners: np.ndarray
+    clusters: np.ndarray
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        _check_rows(self, "owners", self.params.shape[0], "one per model")
+        _check_rows(self, "clusters", self.params.shape[0], "one per model")
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefScores(FedCRefUpload):
+    """A client's association scores: row ``q`` = its cluster ``q`` against every model of the set.
+
+    Attributes
+    ----------
+    scores : ndarray of shape (n_local_clusters, n_models), float
+        ``Score(E_own, E_ext)`` in [0, 1]; rows of clusters without a model are 1.
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "scores"
+    ARRAYS = {"scores": ArraySpec("f", 2, min_value=0.0)}
+    scores: np.ndarray
+    n_features: int
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefTrainTask(FedCRefBroadcast):
+    """One FedAvg round for a client: train each listed (group, own cluster) from the group's weights.
+
+    Attributes
+    ----------
+    params : ndarray of shape (n_tasks, n_params), float32
+        The groups' current global weights, one row per task.
+    groups, clusters : ndarray of shape (n_tasks,), int
+        Group and the client's member cluster of each task.
+    epochs : int
+        Local epochs of this round.
+    fl_round : int
+        1-based FedAvg round (round 1 starts fresh optimiser states).
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "train_task"
+    ARRAYS = {"params": ArraySpec("f", 2), "groups": ArraySpec("i", 1, min_value=0),
+              "clusters": ArraySpec("i", 1, min_value=0)}
+    params: np.ndarray
+    groups: np.ndarray
+    clusters: np.ndarray
+    epochs: int
+    fl_round: int
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        _check_rows(self, "groups", self.params.shape[0], "one per task")
+        _check_rows(self, "clusters", self.params.shape[0], "one per task")
+        if self.epochs < 0 or self.fl_round < 1:
+            self._fail("epochs must be >= 0 and fl_round >= 1")
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefTrainUpdate(FedCRefUpload):
+    """A client's locally trained weights of every task, with the rows each was trained on.
+
+    Attributes
+    ----------
+    params : ndarray of shape (n_tasks, n_params), float32
+    counts : ndarray of shape (n_tasks,), int
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "train_update"
+    ARRAYS = {"params": ArraySpec("f", 2), "counts": ArraySpec("i", 1, min_value=0)}
+    params: np.ndarray
+    counts: np.ndarray
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        _check_rows(self, "counts", self.params.shape[0], "one per task")
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefGroupModels(FedCRefBroadcast):
+    """The group models after FedAvg, broadcast to every client for refinement (Phase 4).
+
+    Attributes
+    ----------
+    params : ndarray of shape (n_groups, n_params), float32
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "group_models"
+    ARRAYS = {"params": ArraySpec("f", 2)}
+    params: np.ndarray
+    n_features: int
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefStatus(FedCRefUpload):
+    """A client's state after refinement.
+
+    Attributes
+    ----------
+    stable, frozen : bool
+    n_refine : int
+        Refinements made so far.
+    self_acc : float
+        ACC between its previous and new partition (1.0 when frozen).
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "status"
+    stable: bool
+    frozen: bool
+    n_refine: int
+    self_acc: float
+    n_features: int
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefProceed(FedCRefBroadcast):
+    """Start the next iteration: train fresh local models (clients not frozen).
+
+    Attributes
+    ----------
+    iteration : int
+        The iteration that starts (>= 2).
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "proceed"
+    iteration: int
+    n_features: int
+
+
+@dataclass(frozen=True, eq=False)
+class FedCRefFinal(Message):
+    """The server is done: the global id of each of the client's local clusters in the last graph.
+
+    Attributes
+    ----------
+    cluster_global : ndarray of shape (n_local_clusters,), int
+        Group id (< ``n_groups``), a fresh singleton id (>= ``n_groups``), or -1 (no vertex).
+    n_groups : int
+    n_features : int
+    """
+
+    METHOD = "fedcref"
+    KIND = "final"
+    ARRAYS = {"cluster_global": ArraySpec("i", 1, min_value=-1)}
+    cluster_global: np.ndarray
+    n_groups: int
+    n_features: int
+
+
+# ----------------------------------------------------------------------------- helpers
+def self_accuracy(a: np.ndarray, b: np.ndarray, n_clusters: int) -> float:
+    """Hungarian ACC between two labelings of the same rows with labels in ``0..n_clusters-1``."""
+    if a.size == 0:
+        return 1.0
+    C = np.zeros((n_clusters, n_clusters), dtype=np.int64)
+    np.add.at(C, (a, b), 1)
+    r, c = linear_sum_assignment(C, maximize=True)
+    return float(C[r, c].sum() / a.size)
+
+
+def plateau(history, tol: float, window: int) -> bool:
+    """True when each of the last ``window`` changes of ``history`` is at most ``tol`` relative
+    (``|h[t] - h[t-1]| / max(h[t-1], 1)``), spec §3.2."""
+    h = list(history)
+    if len(h) < window + 1:
+        return False
+    return all(abs(h[t] - h[t - 1]) / max(h[t - 1], 1) <= tol for t in range(len(h) - window, len(h)))
+
+
+def _map_threads(fn, n_items: int, n_threads: int) -> list:
+    """``[fn(i) for i in range(n_items)]`` on up to ``n_threads`` threads (BLAS pinned to one each)."""
+    with limit_blas_threads(1):
+        if n_threads <= 1 or n_items <= 1:
+            return [fn(i) for i in range(n_items)]
+    with limit_blas_threads(1), ThreadPoolExecutor(max_workers=min(n_threads, n_items)) as ex:
+        return list(ex.map(fn, range(n_items)))
+
+
+def _errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads: int) -> np.ndarray:
+    """Error table ``(n_rows, n_models)``, models split over threads (same bits for any split)."""
+    E = np.empty((X.shape[0], models.shape[0]), dtype=np.float32)
+    if models.shape[0] == 0 or X.shape[0] == 0:
+        return E
+    parts = np.array_split(np.arange(models.shape[0]), max(1, min(n_threads, models.shape[0])))
+
+    def one(k):
+        idx = parts[k]
+        E[:, idx] = _ae.errors(models[idx], lay, X)
+
+    _map_threads(one, len(parts), n_threads)
+    return E
+
+
+def _cluster_index(labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(labels, kind="stable").astype(np.int64)
+    starts = np.searchsorted(labels[order], np.arange(k + 1)).astype(np.int64)
+    return order, starts
+
+
+# ----------------------------------------------------------------------------- estimator
+class FedCRef(BaseFederatedClusterer):
+    """FedCRef: federated cluster refinement with per-cluster autoencoders (multi-round).
+
+    Parameters
+    ----------
+    n_local_clusters : int, list of int or None, default=None
+        K_i, the clusters of each client (one int for all, or one per client). None: from
+        ``init_labels`` (``max + 1`` per client).
+    init_labels : list of array-like or None, default=None
+        Initial local labels of each client (values in ``0..K_i-1``), e.g. the paper's
+        dirty-uniform simulation (:func:`fastfc.datasets.dirty_labels`). None: k-means
+        (k-means++, 10 starts) on each client's rows.
+    alpha : float, default=75
+        Percentile of the association test, in [0, 100].
+    theta : float, default=0.2
+        Association threshold (the paper uses 0.15 on Fashion-MNIST).
+    tau : float, default=0.8
+        A client is stable when the ACC between its consecutive partitions is >= ``tau``.
+    match_policy : {"best", "first", "all"}, default="best"
+        Which of client j's passing clusters a cluster of client i links to (spec §8 A3).
+    max_iter : int, default=30
+        Most FedCRef iterations.
+    local_epochs : int, default=20
+        Epochs of the fresh local AE of every cluster (Phase 1), with early stopping on the
+        epoch loss (patience 4) when ``early_stopping``.
+    fl_rounds : int, default=15
+        FedAvg rounds per group and iteration.
+    fl_epochs : int, default=7
+        Local epochs of each FedAvg round after the first.
+    fl_first_epochs : int, default=2
+        Local epochs of FedAvg round 1.
+    hidden_layer_sizes : tuple of int, default=(100, 64, 32, 64, 100)
+        AE hidden layers (ReLU); the output layer is a sigmoid of ``n_features`` units, so
+        the features should lie in [0, 1].
+    batch_size : int, default=32
+    learning_rate : float, default=1e-3
+        Adam step size (Keras defaults otherwise).
+    early_stopping : bool, default=True
+    min_assoc_size : int, default=10
+        Clusters with fewer rows take no part in association.
+    tol_G, tol_I : float, default=0.1
+        Plateau tolerances of |G| and |I| (stop when both hold over ``plateau_window``).
+    plateau_window : int, default=3
+    max_mean_refinements : int or None, default=10
+        Stop when the mean number of refinements per client reaches it (None: no cap).
+    max_group_size : int or None, default=None
+        Cap on FedAvg members per group (the first in (client, cluster) order).
+    random_state : int, RandomState instance or None, default=None
+    n_jobs : int or None, default=None
+        Threads: clients in parallel, and models of a client in parallel, BLAS pinned to one
+        thread per model. Labels do not depend on it.
+
+    Attributes
+    ----------
+    labels_, client_labels_ : ndarray, list of ndarray
+        Global distribution id of every row (spec §3.7).
+    local_labels_ : list of ndarray
+        Each client's final local partition (``0..K_i-1``).
+    init_local_labels_ : list of ndarray
+        Each client's initial partition.
+    n_distributions_ : int
+        |G| of the last association graph: the estimated number of global distributions.
+    group_models_ : ndarray of shape (n_distributions_, n_params), float32
+        The FedAvg model of each group (layout :func:`fastfc._ae.layout`).
+    cluster_global_ : list of ndarray
+        Global id of each client's local cluster in the last graph (-1: no vertex).
+    edges_ : ndarray of shape (n_edges, 4), int
+        The last graph's associations ``(client i, cluster q, client j, cluster p)``.
+    history_ : dict of ndarray
+        Per iteration (ACC-free): ``n_groups``, ``n_isolated``, ``n_edges``, ``n_active``
+        (clients not stable after the refinement), ``n_refined`` (clients that refined),
+        ``n_frozen``.
+    n_iter_ : int
+        FedCRef iterations run.
+    phase_seconds_ : dict of float
+        Wall time of the protocol rounds by phase (``local_training``, ``association``,
+        ``fedavg``, ``refinement``).
+    n_rounds_, bytes_up_, bytes_down_, round_seconds_
+        As every multi-round estimator.
+    """
+
+    _parameter_constraints: dict = {
+        "n_local_clusters": [None, Interval(Integral, 1, None, closed="left"), list, tuple],
+        "init_labels": [None, list, tuple],
+        "alpha": [Interval(Real, 0, 100, closed="both")],
+        "theta": [Interval(Real, 0, None, closed="left")],
+        "tau": [Interval(Real, 0, 1, closed="both")],
+        "match_policy": [StrOptions({"best", "first", "all"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "local_epochs": [Interval(Integral, 0, None, closed="left")],
+        "fl_rounds": [Interval(Integral, 1, None, closed="left")],
+        "fl_epochs": [Interval(Integral, 0, None, closed="left")],
+        "fl_first_epochs": [Interval(Integral, 0, None, closed="left")],
+        "hidden_layer_sizes": [list, tuple],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "early_stopping": ["boolean"],
+        "min_assoc_size": [Interval(Integral, 1, None, closed="left")],
+        "tol_G": [Interval(Real, 0, None, closed="left")],
+        "tol_I": [Interval(Real, 0, None, closed="left")],
+        "plateau_window": [Interval(Integral, 1, None, closed="left")],
+        "max_mean_refinements": [None, Interval(Integral, 1, None, closed="left")],
+        "max_group_size": [None, Interval(Integral, 2, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_jobs": [None, Integral],
+    }
+    _summary_cls = FedCRefModels
+    _reply_cls = FedCRefModelSet
+
+    def __init__(self, n_local_clusters=None, *, init_labels=None, alpha: float = 75.0, theta: float = 0.2,
+                 tau: float = 0.8, match_policy: str = "best", max_iter: int = 30, local_epochs: int = 20,
+                 fl_rounds: int = 15, fl_epochs: int = 7, fl_first_epochs: int = 2,
+                 hidden_layer_sizes=(100, 64, 32, 64, 100), batch_size: int = 32, learning_rate: float = 1e-3,
+                 early_stopping: bool = True, min_assoc_size: int = 10, tol_G: float = 0.1, tol_I: float = 0.1,
+                 plateau_window: int = 3, max_mean_refinements: int | None = 10, max_group_size: int | None = None,
+                 random_state=None, n_jobs: int | None = None):
+        self.n_local_clusters = n_local_clusters
+        self.init_labels = init_labels
+        self.alpha = alpha
+        self.theta = theta
+        self.tau = tau
+        self.match_policy = match_policy
+        self.max_iter = max_iter
+        self.local_epochs = local_epochs
+        self.fl_rounds = fl_rounds
+        self.fl_epochs = fl_epochs
+        self.fl_first_epochs = fl_first_epochs
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.early_stopping = early_stopping
+        self.min_assoc_size = min_assoc_size
+        self.tol_G = tol_G
+        self.tol_I = tol_I
+        self.plateau_window = plateau_window
+        self.max_mean_refinements = max_mean_refinements
+        self.max_group_size = max_group_size
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------- protocol plumbing
+    def _multi_round(self) -> bool:
+        return True
+
+    def _max_rounds(self) -> int:
+        return int(self.max_iter) * (int(self.fl_rounds) + 3)
+
+    def _broadcast_cls(self, round: int):
+        return FedCRefBroadcast
+
+    def _upload_cls(self, round: int):
+        return FedCRefUpload
+
+    def _check_broadcast(self, broadcast, state, round):
+        if isinstance(broadcast, FedCRefFinal):
+            raise MessageError("the broadcast is final: label the rows with client_assign")
+        return super()._check_broadcast(broadcast, state, round)
+
+    def _check_reply(self, reply, state: ClientState) -> Message:
+        if not isinstance(reply, FedCRefFinal):
+            raise MessageError(f"client_assign needs the server's FedCRefFinal broadcast, got {type(reply).__name__}"
+                               " (the server has not finished: run client_round on it)")
+        if reply.client is not None and reply.client != state.client:
+            raise MessageError(f"the reply is addressed to client {reply.client}, but this is client {state.client} "
+                               "(per its state): replies were routed to the wrong client")
+        if reply.cluster_global.shape[0] != int(state["K"]):
+            raise MessageError(f"the final broadcast maps {reply.cluster_global.shape[0]} local clusters, the "
+                               f"client has {int(state['K'])}")
+        return reply
+
+    def _check_hidden(self) -> tuple[int, ...]:
+        h = tuple(self.hidden_layer_sizes)
+        if not h or not all(isinstance(v, (Integral, np.integer)) and not isinstance(v, bool) and v >= 1 for v in h):
+            raise ValueError(f"hidden_layer_sizes must be a non-empty sequence of integers >= 1, got {h!r}")
+        return tuple(int(v) for v in h)
+
+    def _layout(self, n_features: int) -> _ae.Layout:
+        return _ae.layout(n_features, self._check_hidden())
+
+    def _client_k(self, index: int, n_rows: int) -> tuple[int, np.ndarray | None]:
+        """(K_i, initial labels or None) of client ``index``."""
+        init = None
+        if self.init_labels is not None:
+            if index >= len(self.init_labels):
+                raise ValueError(f"init_labels has {len(self.init_labels)} entries, no entry for client {index}")
+            init = np.asarray(self.init_labels[index])
+            if init.ndim != 1 or init.shape[0] != n_rows:
+                raise ValueError(f"init_labels[{index}] has shape {init.shape}, expected ({n_rows},)")
+            if init.size and (init.dtype.kind not in "iu" or init.min() < 0):
+                raise ValueError(f"init_labels[{index}] must hold integers >= 0")
+            init = init.astype(np.int64)
+        nk = self.n_local_clusters
+        if nk is None:
+            if init is None:
+                raise ValueError("FedCRef needs n_local_clusters (K_i) or init_labels")
+            k = int(init.max()) + 1 if init.size else 1
+        elif isinstance(nk, (list, tuple)):
+            if index >= len(nk):
+                raise ValueError(f"n_local_clusters has {len(nk)} entries, no entry for client {index}")
+            k = nk[index]
+            if not isinstance(k, (Integral, np.integer)) or isinstance(k, bool) or k < 1:
+                raise ValueError(f"n_local_clusters[{index}] must be an integer >= 1, got {k!r}")
+            k = int(k)
+        else:
+            k = int(nk)
+        if init is not None and init.size and init.max() >= k:
+            raise ValueError(f"init_labels[{index}] has label {int(init.max())}, but client {index} has K_i = {k}")
+        if init is None and k > n_rows:
+            raise ValueError(f"client {index} has {n_rows} rows, fewer than its K_i = {k}")
+        return k, init
+
+    def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
+        self._check_hidden()
+        for name in ("init_labels", "n_local_clusters"):
+            v = getattr(self, name)
+            if isinstance(v, (list, tuple)) and len(v) != len(X_clients):
+                raise ValueError(f"{name} has {len(v)} entries for {len(X_clients)} clients")
+        for i, X in enumerate(X_clients):
+            self._client_k(i, X.shape[0])
+            if X.size and (X.min() < 0 or X.max() > 1):
+                raise ValueError(f"FedCRef's autoencoders have a sigmoid output: features must lie in [0, 1] "
+                                 f"(client {i} has values in [{X.min():g}, {X.max():g}]); scale them first")
+
+    # ------------------------------------------------------------- client work
+    def _train_local(self, X: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Generator,
+                     n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """Fresh AE per non-empty cluster (Phase 1): (models (k, P), has_model (k,))."""
+        lay = self._layout(X.shape[1])
+        seeds = rng.integers(0, np.iinfo(np.int64).max, size=k)
+        present = np.bincount(labels, minlength=k) > 0
+        todo = np.flatnonzero(present)
+        models = np.zeros((k, lay.n_params), dtype=np.float32)
+
+        def one(t):
+            q = todo[t]
+            mrng = np.random.default_rng(seeds[q])
+            w0 = _ae.glorot_init(lay, mrng)
+            w, _, _ = _ae.train(w0, lay, X[labels == q], self.local_epochs, mrng, batch_size=self.batch_size,
+                                lr=self.learning_rate, early_stopping=self.early_stopping)
+            return w
+
+        for q, w in zip(todo, _map_threads(one, len(todo), n_threads)):
+            models[q] = w
+        return models, present
+
+    def _models_upload(self, X, labels, k, models, has_model, changed) -> FedCRefModels:
+        sizes = np.bincount(labels, minlength=k)
+        idx = np.flatnonzero(has_model) if changed else np.zeros(0, np.int64)
+        return FedCRefModels(params=models[idx], clusters=idx, sizes=sizes, changed=changed, n_features=X.shape[1])
+
+    def _run_summarize(self, X, index, entropy, restart, n_threads):
+        with pinned_worker():
+            rng = client_rng(entropy, index, restart)
+            k, init = self._client_k(index, X.shape[0])
+            X32 = np.ascontiguousarray(X, dtype=np.float32)
+            if init is None:
+                from sklearn.cluster import KMeans
+
+                km = KMeans(n_clusters=k, n_init=10, random_state=int(rng.integers(0, 2**31 - 1)))
+                init = km.fit_predict(X32).astype(np.int64)
+            models, has_model = self._train_local(X32, init, k, rng, n_threads)
+            upload = self._models_upload(X, init, k, models, has_model, True)
+        private = {
+            "K": k, "labels": init, "init_labels": init.copy(), "assoc_labels": init.copy(), "models": models,
+            "has_model": has_model, "stable": False, "frozen": False, "n_refine": 0,
+            "sel_local": np.arange(k, dtype=np.int64), "sel_group": np.full(k, -1, np.int64),
+            "fl_m": np.zeros((0, models.shape[1]), np.float32), "fl_v": np.zeros((0, models.shape[1]), np.float32),
+            "fl_step": np.zeros(0, np.int64),
+        }
+        state = ClientState(method=self._state_method(), client=index, n_samples=X.shape[0],
+                            n_features=X.shape[1], values=private)
+        return upload.addressed(client=index), state
+
+    def _summarize(self, X, rng, n_threads):  # pragma: no cover - _run_summarize is overridden
+        raise NotImplementedError("FedCRef's round 0 needs the client index: see _run_summarize")
+
+    def _client_round(self, X, state, broadcast, rng, n_threads, round):
+        values = dict(state.values)
+        X32 = np.ascontiguousarray(X, dtype=np.float32)
+        k = int(values["K"])
+        labels = np.asarray(values["labels"])
+        lay = self._layout(X.shape[1])
+        d = X.shape[1]
+        if isinstance(broadcast, FedCRefModelSet):  # Phase 2: cross-evaluation and scores
+            if broadcast.params.shape[1] != lay.n_params:
+                raise MessageError(f"model set has {broadcast.params.shape[1]} parameters per model, this "
+                                   f"estimator's AE has {lay.n_params}")
+            E = _errors(broadcast.params, lay, X32, n_threads)
+            own = np.full(k, -1, np.int64)
+            mine = np.flatnonzero(broadcast.owners == state.client)
+            own[broadcast.clusters[mine]] = mine
+            own[~np.asarray(values["has_model"])] = -1
+            order, starts = _cluster_index(labels, k)
+            scores = np.ones((k, broadcast.params.shape[0]), dtype=np.float64)
+            cluster_scores(E, order, starts, own, np.arange(E.shape[1], dtype=np.int64), float(self.alpha), scores)
+            values["assoc_labels"] = labels.copy()
+            return FedCRefScores(scores=np.clip(scores, 0.0, None), n_features=d), values
+        if isinstance(broadcast, FedCRefTrainTask):  # Phase 3: one FedAvg round
+            n_t = broadcast.params.shape[0]
+            if broadcast.fl_round == 1 or values["fl_m"].shape[0] != n_t:
+                values["fl_m"] = np.zeros((n_t, lay.n_params), np.float32)
+                values["fl_v"] = np.zeros((n_t, lay.n_params), np.float32)
+                values["fl_step"] = np.zeros(n_t, np.int64)
+            m_all, v_all = np.array(values["fl_m"]), np.array(values["fl_v"])
+            steps = np.array(values["fl_step"])
+            seeds = rng.integers(0, np.iinfo(np.int64).max, size=n_t)
+            if n_t and broadcast.clusters.max() >= k:
+                raise MessageError("a train task names a cluster this client does not have")
+
+            def one(t):
+                opt = _ae.Adam(lay.n_params, lr=self.learning_rate, m=m_all[t], v=v_all[t], step=int(steps[t]))
+                w, opt, _ = _ae.train(broadcast.params[t], lay, X32[labels == broadcast.clusters[t]],
+                                      broadcast.epochs, np.random.default_rng(seeds[t]), batch_size=self.batch_size,
+                                      opt=opt)
+                return w, opt
+
+            out = _map_threads(one, n_t, n_threads)
+            params = np.zeros((n_t, lay.n_params), np.float32)
+            for t, (w, opt) in enumerate(out):
+                params[t], m_all[t], v_all[t], steps[t] = w, opt.m, opt.v, opt.step
+            values.update(fl_m=m_all, fl_v=v_all, fl_step=steps)
+            counts = np.array([(labels == q).sum() for q in broadcast.clusters], dtype=np.int64)
+            return FedCRefTrainUpdate(params=params, counts=counts, n_features=d), values
+        if isinstance(broadcast, FedCRefGroupModels):  # Phase 4: refinement and stability
+            values["fl_m"] = np.zeros((0, lay.n_params), np.float32)
+            values["fl_v"] = np.zeros((0, lay.n_params), np.float32)
+            values["fl_step"] = np.zeros(0, np.int64)
+            if values["stable"]:
+                values["frozen"] = True
+            acc = 1.0
+            if values["frozen"]:  # its models were trained on its final partition: cluster p <-> model p
+                values["sel_local"] = np.arange(k, dtype=np.int64)
+                values["sel_group"] = np.full(k, -1, np.int64)
+            else:
+                has = np.flatnonzero(values["has_model"])
+                cands = np.vstack([np.asarray(values["models"])[has], broadcast.params]) if broadcast.params.size \
+                    else np.asarray(values["models"])[has]
+                E = _errors(cands, lay, X32, n_threads)
+                new = np.empty(X.shape[0], np.int64)
+                sel = np.empty(k, np.int64)
+                cluster_refine(E, k, new, sel)
+                acc = self_accuracy(labels, new, k)
+                n_loc = has.size
+                values["sel_local"] = np.where((sel >= 0) & (sel < n_loc), has[np.clip(sel, 0, max(n_loc - 1, 0))]
+                                               if n_loc else -1, -1).astype(np.int64)
+                values["sel_group"] = np.where(sel >= n_loc, sel - n_loc, -1).astype(np.int64)
+                values["labels"] = new
+                values["n_refine"] = int(values["n_refine"]) + 1
+                values["stable"] = bool(acc >= self.tau)
+            return FedCRefStatus(stable=bool(values["stable"]), frozen=bool(values["frozen"]),
+                                 n_refine=int(values["n_refine"]), self_acc=float(acc), n_features=d), values
+        if isinstance(broadcast, FedCRefProceed):  # Phase 1 of the next iteration
+            if values["frozen"]:
+                return self._models_upload(X, labels, k, values["models"], values["has_model"], False), values
+            models, has_model = self._train_local(X32, labels, k, rng, n_threads)
+            values.update(models=models, has_model=has_model)
+            return self._models_upload(X, labels, k, models, has_model, True), values
+        raise MessageError(f"FedCRef clients do not handle a {type(broadcast).__name__}")  # pragma: no cover
+
+    def _assign(self, X, state, reply, n_threads):
+        cg = np.asarray(reply.cluster_global, dtype=np.int64)
+        sel_local, sel_group = np.asarray(state["sel_local"]), np.asarray(state["sel_group"])
+        mapping = np.where(sel_group >= 0, sel_group, np.where(sel_local >= 0, cg[np.clip(sel_local, 0, None)], -1))
+        return mapping[np.asarray(state["labels"])]
+
+    # ------------------------------------------------------------- server work
+    def _aggregate(self, summaries, rng, n_threads):
+        cache = {}
+        for s in summaries:
+            cache[s.client if s.client is not None else len(cache)] = (np.asarray(s.params), np.asarray(s.clusters),
+                                                                     np.asarray(s.sizes))
+        model_set = self._model_set(cache, summaries[0].n_features)
+        return model_set, [model_set] * len(summaries)
+
+    @staticmethod
+    def _model_set(cache: dict, n_features: int) -> FedCRefModelSet:
+        clients = sorted(cache)
+        params = np.concatenate([cache[c][0] for c in clients], axis=0)
+        owners = np.concatenate([np.full(cache[c][0].shape[0], c, np.int64) for c in clients])
+        clusters = np.concatenate([cache[c][1] for c in clients])
+        return FedCRefModelSet(params=params, owners=owners, clusters=clusters, n_features=n_features)
+
+    def _run_server_start(self, model, replies, summaries, entropy, restart, n_threads):
+        broadcasts, state, done = super()._run_server_start(model, replies, summaries, entropy, restart, n_threads)
+        cache = {s.client: (np.asarray(s.params), np.asarray(s.clusters), np.asarray(s.sizes)) for s in summaries}
+        n_clusters = sum(int(s.sizes.shape[0]) for s in summaries)
+        values = {
+            "replies": [], "clients": [s.client for s in summaries], "cache": cache, "model_set": model,
+            "iteration": 1, "hist_G": [0], "hist_I": [n_clusters], "history": [], "phases": ["local_training"],
+        }
+        return broadcasts, type(state)(method=state.method, round=0, model=None, values=values), False
+
+    def _associate(self, uploads, values):
+        """Graph of Phase 2-3 from the clients' scores: (edges list, groups list of vertex lists, cluster_global)."""
+        ms: FedCRefModelSet = values["model_set"]
+        cache = values["cache"]
+        col = {(int(o), int(c)): j for j, (o, c) in enumerate(zip(ms.owners, ms.clusters))}
+        scores = {u.client: np.asarray(u.scores) for u in uploads}
+        clients = sorted(c for c in scores if c in cache)
+        eligible = {c: {int(q) for q in cache[c][1] if cache[c][2][q] >= self.min_assoc_size} for c in clients}
+        theta = float(self.theta)
+        edges = []
+        for a_pos, i in enumerate(clients):
+            for j in clients[a_pos + 1:]:
+                for q in sorted(eligible[i]):
+                    passing = []
+                    for p in sorted(eligible[j]):
+                        s1 = scores[i][q, col[(j, p)]]
+                        s2 = scores[j][p, col[(i, q)]]
+                        if s1 <= theta and s2 <= theta:
+                            passing.append((max(s1, s2), p))
+                    if not passing:
+                        continue
+                    if self.match_policy == "all":
+                        chosen = [p for _, p in passing]
+                    elif self.match_policy == "first":
+                        chosen = [passing[0][1]]
+                    else:
+                        chosen = [min(passing)[1]]
+                    edges.extend((i, q, j, p) for p in chosen)
+        vertices = [(c, int(q)) for c in clients for q in sorted(int(v) for v in cache[c][1])]
+        vid = {v: t for t, v in enumerate(vertices)}
+        nv = len(vertices)
+        if edges:
+            r = [vid[(i, q)] for i, q, _, _ in edges]
+            s = [vid[(j, p)] for _, _, j, p in edges]
+            graph = coo_matrix((np.ones(len(edges)), (r, s)), shape=(nv, nv))
+        else:
+            graph = coo_matrix((nv, nv))
+        _, comp = connected_components(graph, directed=False)
+        members: dict[int, list] = {}
+        for t, cmp in enumerate(comp):
+            members.setdefault(int(cmp), []).append(vertices[t])
+        comps = sorted(members.values(), key=lambda m: m[0])  # vertices are in (client, cluster) order
+        groups = [m for m in comps if len(m) >= 2]
+        singles = [m for m in comps if len(m) == 1]
+        cluster_global = {c: np.full(int(cache[c][2].shape[0]), -1, np.int64) for c in cache}
+        for g, m in enumerate(groups + singles):
+            for c, q in m:
+                cluster_global[c][q] = g
+        return edges, groups, singles, cluster_global
+
+    def _train_tasks(self, values, round_fl: int, params: np.ndarray, clients, n_features: int) -> list[Message]:
+        out = []
+        epochs = self.fl_first_epochs if round_fl == 1 else self.fl_epochs
+        for c in clients:
+            rows = [(g, q) for g, m in enumerate(values["members"]) for (cc, q) in m if cc == c]
+            g_idx = np.array([g for g, _ in rows], np.int64)
+            out.append(FedCRefTrainTask(params=params[g_idx] if rows else np.zeros((0, params.shape[1]), np.float32),
+                                        groups=g_idx, clusters=np.array([q for _, q in rows], np.int64),
+                                        epochs=int(epochs), fl_round=round_fl, n_features=n_features))
+        return out
+
+    def _server_round(self, uploads, server_state, rng, n_threads, round):
+        values = dict(server_state.values)
+        kinds = {type(u) for u in uploads}
+        if len(kinds) != 1:
+            raise MessageError(f"round {round} uploads mix message types: {sorted(k.__name__ for k in kinds)}")
+        kind = kinds.pop()
+        d = int(uploads[0].n_features)
+        clients = [u.client for u in uploads]
+        values["history"] = [dict(h) for h in values["history"]]
+        if kind is FedCRefScores:
+            values["phases"] = values["phases"] + ["association"]
+            ms = values["model_set"]
+            for u in uploads:
+                if u.scores.shape != (values["cache"][u.client][2].shape[0], ms.params.shape[0]):
+                    raise MessageError(f"client {u.client}'s scores have shape {u.scores.shape}, expected "
+                                       f"({values['cache'][u.client][2].shape[0]}, {ms.params.shape[0]})")
+            edges, groups, singles, cluster_global = self._associate(uploads, values)
+            values["hist_G"] = values["hist_G"] + [len(groups)]
+            values["hist_I"] = values["hist_I"] + [len(singles)]
+            values["history"].append({"n_groups": len(groups), "n_isolated": len(singles), "n_edges": len(edges)})
+            values.update(edges=edges, groups=groups, cluster_global=cluster_global)
+            members = [m[:self.max_group_size] if self.max_group_size else m for m in groups]
+            values["members"] = members
+            lay = self._layout(d)
+            if not groups:
+                values["group_params"] = np.zeros((0, lay.n_params), np.float32)
+                return [FedCRefGroupModels(params=values["group_params"], n_features=d)] * len(uploads), values, False
+            params = np.stack([_ae.glorot_init(lay, rng) for _ in groups])
+            values.update(group_params=params, fl_round=1, task_clients=clients)
+            return self._train_tasks(values, 1, params, clients, d), values, False
+        if kind is FedCRefTrainUpdate:
+            values["phases"] = values["phases"] + ["fedavg"]
+            params = np.array(values["group_params"])
+            num = np.zeros(params.shape, np.float64)
+            den = np.zeros(params.shape[0], np.float64)
+            sent = {c: t for c, t in zip(values["task_clients"], self._train_tasks(
+                values, values["fl_round"], params, values["task_clients"], d))}
+            for u in uploads:
+                task = sent.get(u.client)
+                if task is None or u.params.shape[0] != task.groups.shape[0]:
+                    raise MessageError(f"client {u.client}'s train update does not answer its task")
+                for t, g in enumerate(task.groups):
+                    num[g] += float(u.counts[t]) * u.params[t].astype(np.float64)
+                    den[g] += float(u.counts[t])
+            ok = den > 0
+            params[ok] = (num[ok] / den[ok, None]).astype(np.float32)
+            values["group_params"] = params
+            if values["fl_round"] < self.fl_rounds:
+                values["fl_round"] = values["fl_round"] + 1
+                values["task_clients"] = clients
+                return self._train_tasks(values, values["fl_round"], params, clients, d), values, False
+            return [FedCRefGroupModels(params=params, n_features=d)] * len(uploads), values, False
+        if kind is FedCRefStatus:
+            values["phases"] = values["phases"] + ["refinement"]
+            h = values["history"][-1]
+            h.update(n_active=sum(not u.stable for u in uploads), n_refined=sum(not u.frozen for u in uploads),
+                     n_frozen=sum(u.frozen for u in uploads))
+            it = int(values["iteration"])
+            mean_ref = float(np.mean([u.n_refine for u in uploads]))
+            done = (all(u.stable for u in uploads)
+                    or (plateau(values["hist_G"], self.tol_G, self.plateau_window)
+                        and plateau(values["hist_I"], self.tol_I, self.plateau_window))
+                    or (self.max_mean_refinements is not None and mean_ref >= self.max_mean_refinements)
+                    or it >= self.max_iter)
+            if done:
+                ng = len(values["groups"])
+                cg = values["cluster_global"]
+                out = [FedCRefFinal(cluster_global=cg[c], n_groups=ng, n_features=d) for c in clients]
+                return out, values, True
+            values["iteration"] = it + 1
+            return [FedCRefProceed(iteration=it + 1, n_features=d)] * len(uploads), values, False
+        if kind is FedCRefModels:
+            values["phases"] = values["phases"] + ["local_training"]
+            cache = dict(values["cache"])
+            for u in uploads:
+                if u.changed:
+                    cache[u.client] = (np.asarray(u.params), np.asarray(u.clusters), np.asarray(u.sizes))
+                elif u.client not in cache:
+                    raise MessageError(f"client {u.client} says its models are unchanged, but none are known")
+            values["cache"] = cache
+            ms = self._model_set({c: cache[c] for c in clients}, d)
+            values["model_set"] = ms
+            return [ms] * len(uploads), values, False
+        raise MessageError(f"FedCRef's server does not handle {kind.__name__} uploads")  # pragma: no cover
+
+    # ------------------------------------------------------------- fitted attributes
+    def _set_model_attributes(self, model) -> None:
+        pass
+
+    def _set_client_attributes(self, states, replies) -> None:
+        self.local_labels_ = [np.asarray(s["labels"]).astype(np.int32) for s in states]
+        self.init_local_labels_ = [np.asarray(s["init_labels"]).astype(np.int32) for s in states]
+        self._assoc_labels = [np.asarray(s["assoc_labels"]).astype(np.int32) for s in states]
+        self.n_local_clusters_ = np.array([int(s["K"]) for s in states], dtype=np.int64)
+
+    def _set_rounds_attributes(self, server_state) -> None:
+        v = server_state.values
+        self.n_distributions_ = len(v.get("groups", []))
+        self.group_models_ = np.array(v.get("group_params", np.zeros((0, 0), np.float32)))
+        cg = v.get("cluster_global", {})
+        self.cluster_global_ = [np.array(cg[c]) for c in sorted(cg)]
+        self.edges_ = np.array(v.get("edges", []), dtype=np.int64).reshape(-1, 4)
+        keys = ("n_groups", "n_isolated", "n_edges", "n_active", "n_refined", "n_frozen")
+        self.history_ = {k: np.array([h.get(k, -1) for h in v["history"]], dtype=np.int64) for k in keys}
+        self.n_iter_ = len(v["history"])
+        phases = v["phases"]
+        secs = getattr(self, "round_seconds_", np.zeros(len(phases)))
+        self.phase_seconds_ = {p: float(sum(s for s, q in zip(secs, phases) if q == p))
+                               for p in ("local_training", "association", "fedavg", "refinement")}
+
+
+# ----------------------------------------------------------------------------- evaluation
+def _matched_classes(y: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """True class Hungarian-matched to each local cluster (-1 - q for an unmatched cluster q)."""
+    classes, yi = np.unique(y, return_inverse=True)
+    C = np.zeros((k, classes.size), np.int64)
+    np.add.at(C, (labels, yi), 1)
+    r, c = linear_sum_assignment(C, maximize=True)
+    out = -1 - np.arange(k, dtype=np.int64)
+    out[r] = classes[c]
+    return out
+
+
+def fedcref_scores(est: FedCRef, y_clients) -> dict:
+    """Label-based diagnostics of a fitted FedCRef (spec §6.2; evaluation only).
+
+    Parameters
+    ----------
+    est : FedCRef
+        Fitted with :meth:`~FedCRef.fit_clients` (or ``fit``).
+    y_clients : list of array-like
+        True classes of each client's rows (client order).
+
+    Returns
+    -------
+    scores : dict
+        ``acc_init`` / ``acc_end``: mean over clients of the Hungarian ACC of the initial / final
+        local partition; ``wrong_association_rate``: share of the last graph's edges whose two
+        clusters are Hungarian-matched to different classes (NaN without edges);
+        ``n_edges``; ``n_groups``; ``n_isolated``; ``ideal_groups``: classes held by >= 2 clients.
+    """
+    from .metrics import clustering_accuracy
+
+    check_is_fitted(est, "local_labels_")
+    y_clients = [np.asarray(y) for y in y_clients]
+    if len(y_clients) != len(est.local_labels_):
+        raise ValueError(f"y_clients has {len(y_clients)} clients, the fit had {len(est.local_labels_)}")
+    acc_init = [clustering_accuracy(y, lab) for y, lab in zip(y_clients, est.init_local_labels_)]
+    acc_end = [clustering_accuracy(y, lab) for y, lab in zip(y_clients, est.local_labels_)]
+    matched = [_matched_classes(y, lab, int(k))
+               for y, lab, k in zip(y_clients, est._assoc_labels, est.n_local_clusters_)]
+    wrong = [matched[i][q] != matched[j][p] for i, q, j, p in est.edges_]
+    holders: dict = {}
+    for i, y in enumerate(y_clients):
+        for c in np.unique(y):
+            holders[c] = holders.get(c, 0) + 1
+    return {
+        "acc_init": float(np.mean(acc_init)), "acc_end": float(np.mean(acc_end)),
+        "wrong_association_rate": float(np.mean(wrong)) if wrong else float("nan"),
+        "n_edges": int(len(est.edges_)), "n_groups": int(est.n_distributions_),
+        "n_isolated": int(est.history_["n_isolated"][-1]) if est.n_iter_ else 0,
+        "ideal_groups": int(sum(v >= 2 for v in holders.values())),
+    }

@@ -1,0 +1,260 @@
+"""FedCRef end to end (digits, tiny AEs), its server-side graph logic, stopping rules, provenance
+labels, the public round API, and the data tools of the paper's simulation."""
+from __future__ import annotations
+
+import gzip
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from fastfc import FedCRef
+from fastfc.datasets import dirty_labels, load_fashion_mnist, load_idx, simulate_fedcref_clients
+from fastfc.fedcref import (
+    FedCRefFinal, FedCRefModelSet, FedCRefScores, fedcref_scores, plateau, self_accuracy,
+)
+from fastfc.metrics import clustering_accuracy
+from fastfc.protocol import MessageError, decode_message
+
+from conftest import shared_file
+
+# a configuration that trains well on digits in well under a second per iteration
+FAST = dict(hidden_layer_sizes=(32, 16, 32), local_epochs=40, fl_rounds=3, fl_epochs=10, fl_first_epochs=5,
+            max_iter=6, theta=0.35, learning_rate=5e-3)
+
+
+def _digits_clients(seed=0, sets=((0, 1), (0, 1, 2), (1, 2), (0, 2)), per_class=80, dirtiness=0.3):
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    Xc, yc, init = [], [], []
+    for s in sets:
+        idx = rng.permutation(np.concatenate([rng.choice(np.flatnonzero(y == c), per_class, replace=False) for c in s]))
+        Xc.append(X[idx])
+        yc.append(y[idx])
+        init.append(dirty_labels(y[idx], dirtiness, rng))
+    return Xc, yc, init
+
+
+@pytest.fixture(scope="module")
+def digits_fit():
+    Xc, yc, init = _digits_clients()
+    est = FedCRef(init_labels=init, random_state=0, n_jobs=1, **FAST).fit_clients(Xc)
+    return est, Xc, yc, init
+
+
+def test_end_to_end_improves_dirty_init_and_finds_the_shared_classes(digits_fit):
+    est, Xc, yc, init = digits_fit
+    sc = fedcref_scores(est, yc)
+    assert sc["acc_init"] == pytest.approx(np.mean([clustering_accuracy(y, i) for y, i in zip(yc, init)]))
+    assert sc["acc_init"] < 0.75
+    assert sc["acc_end"] > sc["acc_init"] + 0.05
+    assert sc["ideal_groups"] == 3
+    assert est.n_distributions_ == sc["n_groups"] == 3
+    assert sc["wrong_association_rate"] == 0.0
+    # fitted attributes
+    assert est.group_models_.shape == (3, est._layout(64).n_params) and est.group_models_.dtype == np.float32
+    assert [len(lab) for lab in est.local_labels_] == [len(x) for x in Xc]
+    assert est.n_iter_ == len(est.history_["n_groups"]) >= 1
+    assert est.history_["n_groups"][-1] == 3
+    assert est.n_rounds_ == est.bytes_up_.shape[0] and (est.bytes_down_ > 0).all()
+    assert set(est.phase_seconds_) == {"local_training", "association", "fedavg", "refinement"}
+    assert abs(sum(est.phase_seconds_.values()) - est.round_seconds_.sum()) < 1e-9
+
+
+def test_global_labels_follow_provenance_and_name_the_same_class_across_clients(digits_fit):
+    est, Xc, yc, _ = digits_fit
+    y_all = np.concatenate(yc)
+    np.testing.assert_array_equal(est.labels_, np.concatenate(est.client_labels_))
+    assert est.labels_.min() >= 0
+    # the group ids name the three digits: over all clients, each group's majority class is a different
+    # digit, and its rows are purer than the dirty initial clusters were
+    acc_init = fedcref_scores(est, yc)["acc_init"]
+    majority = []
+    for g in range(est.n_distributions_):
+        rows = est.labels_ == g
+        counts = np.bincount(y_all[rows])
+        majority.append(int(counts.argmax()))
+        assert counts.max() / rows.sum() > acc_init
+    assert sorted(majority) == [0, 1, 2]
+    # a client's global labels are its local labels renamed through the last graph (§3.7)
+    for lab, loc in zip(est.client_labels_, est.local_labels_):
+        for p in np.unique(loc):
+            assert np.unique(lab[loc == p]).size == 1
+
+
+def test_labels_do_not_depend_on_n_jobs(digits_fit):
+    est, Xc, _, init = digits_fit
+    other = FedCRef(init_labels=init, random_state=0, n_jobs=2, **FAST).fit_clients(Xc)
+    for a, b in zip(est.client_labels_, other.client_labels_):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(est.group_models_, other.group_models_)
+    np.testing.assert_array_equal(est.bytes_up_, other.bytes_up_)
+
+
+def test_public_round_api_through_bytes_equals_fit_clients():
+    Xc, _, init = _digits_clients(seed=1, sets=((0, 1), (0, 1), (1, 0, 2)), per_class=60)
+    params = dict(init_labels=init, random_state=3, **{**FAST, "max_iter": 2, "fl_rounds": 2})
+    ref = FedCRef(**params).fit_clients(Xc)
+    est = FedCRef(**params)
+    wire = lambda m: decode_message(m.to_bytes())  # noqa: E731
+    ups, states = [], []
+    for i, X in enumerate(Xc):
+        u, s = est.client_round(X, round=0, client_index=i, random_state=3)
+        ups.append(wire(u))
+        states.append(s)
+    bcs, sstate, done = est.server_round(ups, round=0, random_state=3)
+    r = 0
+    while not done:
+        r += 1
+        out = [est.client_round(X, states[i], wire(bcs[i]), round=r, random_state=3) for i, X in enumerate(Xc)]
+        states = [s for _, s in out]
+        bcs, sstate, done = est.server_round([wire(u) for u, _ in out], sstate, round=r, random_state=3)
+    assert r + 1 == ref.n_rounds_
+    assert all(isinstance(b, FedCRefFinal) for b in bcs)
+    with pytest.raises(MessageError, match="final"):
+        est.client_round(Xc[0], states[0], bcs[0], round=r + 1, random_state=3)
+    for i, X in enumerate(Xc):
+        np.testing.assert_array_equal(est.client_assign(X, states[i], wire(bcs[i])), ref.client_labels_[i])
+    with pytest.raises(MessageError, match="FedCRefFinal"):
+        est.client_assign(Xc[0], states[0], ups[0])
+
+
+def test_fit_with_client_ids_and_kmeans_init():
+    Xc, yc, _ = _digits_clients(seed=2, sets=((3, 4), (3, 5), (4, 5)), per_class=60, dirtiness=0.0)
+    X = np.vstack(Xc)
+    ids = np.repeat(np.arange(3), [len(x) for x in Xc])
+    est = FedCRef(n_local_clusters=2, random_state=0, **{**FAST, "max_iter": 2}).fit(X, client_ids=ids)
+    assert est.labels_.shape == (X.shape[0],)
+    assert [len(np.unique(i)) for i in est.init_local_labels_] == [2, 2, 2]  # k-means found K_i = 2 clusters
+    assert fedcref_scores(est, yc)["acc_init"] > 0.9
+
+
+def test_parameter_and_data_errors():
+    Xc, _, init = _digits_clients(per_class=20)
+    with pytest.raises(ValueError, match="n_local_clusters"):
+        FedCRef().fit_clients(Xc)
+    with pytest.raises(ValueError, match="init_labels has 2 entries"):
+        FedCRef(init_labels=init[:2]).fit_clients(Xc)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        FedCRef(n_local_clusters=2).fit_clients([x * 3 for x in Xc])
+    with pytest.raises(ValueError, match="K_i = 1"):
+        FedCRef(n_local_clusters=1, init_labels=init).fit_clients(Xc)
+    with pytest.raises(ValueError):
+        FedCRef(n_local_clusters=2, match_policy="any").fit_clients(Xc)
+
+
+# ------------------------------------------------------------------ server graph logic
+def _graph(scores, sizes, policy="best", theta=0.2, min_size=1):
+    """Run the server's association on hand-made scores; every cluster of every client has a model."""
+    owners = np.concatenate([np.full(len(s), c) for c, s in enumerate(sizes)])
+    clusters = np.concatenate([np.arange(len(s)) for s in sizes])
+    ms = FedCRefModelSet(params=np.zeros((owners.size, 1), np.float32), owners=owners, clusters=clusters, n_features=1)
+    cache = {c: (None, np.arange(len(s)), np.asarray(s)) for c, s in enumerate(sizes)}
+    ups = [SimpleNamespace(client=c, scores=np.asarray(s, float)) for c, s in enumerate(scores)]
+    est = FedCRef(match_policy=policy, theta=theta, min_assoc_size=min_size)
+    return est._associate(ups, {"model_set": ms, "cache": cache})
+
+
+def test_association_needs_both_directions_and_applies_the_match_policy():
+    # client 0: clusters a0, a1; client 1: clusters b0, b1; model columns: a0 a1 b0 b1
+    s0 = [[0, 1, 0.1, 0.05],   # a0 vs b0 0.1, vs b1 0.05
+          [1, 0, 0.9, 0.1]]    # a1 vs b1 0.1
+    s1 = [[0.15, 0.9, 0, 1],   # b0 vs a0 0.15
+          [0.18, 0.3, 1, 0]]   # b1 vs a0 0.18, vs a1 0.3 (fails: a1-b1 is one-directional)
+    edges, groups, singles, cg = _graph([s0, s1], [[20, 20], [20, 20]], "best")
+    assert edges == [(0, 0, 1, 0)]  # best: max(0.1, 0.15) < max(0.05, 0.18)
+    assert groups == [[(0, 0), (1, 0)]] and singles == [[(0, 1)], [(1, 1)]]
+    np.testing.assert_array_equal(cg[0], [0, 1])
+    np.testing.assert_array_equal(cg[1], [0, 2])
+    assert _graph([s0, s1], [[20, 20], [20, 20]], "first")[0] == [(0, 0, 1, 0)]
+    edges, groups, _, _ = _graph([s0, s1], [[20, 20], [20, 20]], "all")
+    assert edges == [(0, 0, 1, 0), (0, 0, 1, 1)] and groups == [[(0, 0), (1, 0), (1, 1)]]
+    # clusters below min_assoc_size take no part
+    edges, groups, singles, _ = _graph([s0, s1], [[5, 20], [20, 20]], "all", min_size=10)
+    assert edges == [] and groups == [] and len(singles) == 4
+
+
+def test_groups_are_connected_components_ordered_by_smallest_member():
+    # three clients with one cluster each plus a lone cluster: chain 2-1 and 1-0 joins all three
+    ok, no = 0.0, 1.0
+    s = [[[0, no, ok, no]], [[ok, 0, ok, no]], [[ok, ok, 0, no], [no, no, no, 0]]]
+    sizes = [[20], [20], [20, 20]]
+    s[0] = [[0, ok, no, no]]
+    edges, groups, singles, cg = _graph(s, sizes, "best")
+    assert groups == [[(0, 0), (1, 0), (2, 0)]] and singles == [[(2, 1)]]
+    np.testing.assert_array_equal(cg[2], [0, 1])
+
+
+def test_self_accuracy_and_plateau():
+    assert self_accuracy(np.array([0, 0, 1, 1, 2]), np.array([2, 2, 1, 1, 0]), 3) == 1.0  # the paper's example
+    assert self_accuracy(np.array([0, 0, 1, 1]), np.array([0, 1, 1, 1]), 2) == 0.75
+    assert not plateau([0, 5, 5], 0.1, 3)  # needs window + 1 entries
+    assert plateau([0, 5, 5, 5], 0.1, 3) is False  # 0 -> 5 is a change
+    assert plateau([0, 10, 10, 11, 10], 0.1, 3)
+    assert not plateau([0, 10, 10, 12, 12], 0.1, 3)
+    assert plateau([87, 30, 0, 0, 0][1:], 0.1, 2) and not plateau([87, 30, 1, 0], 0.1, 2)
+
+
+def test_stops_at_max_iter_and_history_is_acc_free():
+    Xc, _, init = _digits_clients(seed=3, per_class=40)
+    est = FedCRef(init_labels=init, random_state=0, tau=1.0, **{**FAST, "max_iter": 2, "fl_rounds": 1}).fit_clients(Xc)
+    assert est.n_iter_ <= 2
+    assert set(est.history_) == {"n_groups", "n_isolated", "n_edges", "n_active", "n_refined", "n_frozen"}
+
+
+# ------------------------------------------------------------------ data tools
+def test_dirty_labels_rate_and_other_cluster():
+    rng = np.random.default_rng(0)
+    y = rng.choice([3, 7, 8], 20000)
+    for d in (0.0, 0.3, 0.5):
+        lab = dirty_labels(y, d, 1)
+        assert clustering_accuracy(y, lab) == pytest.approx(1 - d, abs=0.015)
+        moved = lab != np.searchsorted([3, 7, 8], y)
+        assert moved.mean() == pytest.approx(d, abs=0.015)
+
+
+def test_simulation_follows_the_paper():
+    y = np.repeat(np.arange(10), 6000)
+    idx, sets = simulate_fedcref_clients(y, 25, random_state=0)
+    assert len({tuple(s) for s in sets}) == 25
+    assert all(2 <= len(s) <= 5 for s in sets)
+    for rows, s in zip(idx, sets):
+        np.testing.assert_array_equal(np.unique(y[rows]), s)
+        assert (np.bincount(y[rows], minlength=10)[s] == 500).all()
+    # disjoint clients while a class's pool lasts (6000 rows = 12 holders; the pool is refilled after)
+    big = np.repeat(np.arange(10), 20000)
+    idx, sets = simulate_fedcref_clients(big, 25, random_state=0)
+    allrows = np.concatenate(idx)
+    assert np.unique(allrows).size == allrows.size
+    # overlap O: a fraction O of each client's class rows is shared with the class's other holders
+    idx_o, sets_o = simulate_fedcref_clients(big, 25, overlap=0.3, random_state=0)
+    rows, counts = np.unique(np.concatenate(idx_o), return_counts=True)
+    shared = set(rows[counts > 1].tolist())
+    for r, s in zip(idx_o, sets_o):
+        for c in s:
+            mine = r[big[r] == c]
+            n_c = sum(c in t for t in sets_o)
+            if n_c >= 2:
+                s_c = int(np.floor(0.3 * 500 / (n_c + 0.3 - n_c * 0.3)))  # rows each holder pools (floored)
+                assert mine.size == 500 + (n_c - 1) * s_c
+                frac = np.mean([v in shared for v in mine.tolist()])
+                assert frac == pytest.approx(n_c * s_c / mine.size) and abs(frac - 0.3) < 0.02
+
+
+def test_idx_reader_round_trip(tmp_path):
+    a = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    raw = bytes([0, 0, 0x08, 3]) + b"".join(int(v).to_bytes(4, "big") for v in a.shape) + a.tobytes()
+    (tmp_path / "x-idx3-ubyte.gz").write_bytes(gzip.compress(raw))
+    np.testing.assert_array_equal(load_idx(tmp_path / "x-idx3-ubyte.gz"), a)
+    (tmp_path / "bad").write_bytes(raw[:-1])
+    with pytest.raises(ValueError, match="do not match"):
+        load_idx(tmp_path / "bad")
+
+
+def test_fashion_mnist_loader():
+    root = shared_file("datasets", "fashion_mnist", "train-labels-idx1-ubyte.gz").parent
+    X, y = load_fashion_mnist(root, "test")
+    assert X.shape == (10000, 784) and X.dtype == np.float32 and 0 <= X.min() and X.max() <= 1
+    assert np.bincount(y).tolist() == [1000] * 10

@@ -1,0 +1,199 @@
+"""Refinement rounds (federated Lloyd after any one-shot method) and FedKMeans."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from fastfc import FeCA, FedHIRE, FedKMeans, FedKStarHC, GOLD, KFed
+from fastfc._refine import RefineCenters, RefineStats
+from fastfc.base import ClientState
+from fastfc.datasets import SanityCase, make_sanity_case
+from fastfc.protocol import decode_message
+
+ESTIMATORS = [KFed, FeCA, FedHIRE, GOLD, FedKStarHC]
+EPS = np.finfo(np.float64).eps
+
+
+def _blobs(seed=0, n=900, d=4, k=5, spread=1.6, scales=None):
+    """Overlapping Gaussian blobs (Lloyd has work to do), optionally with per-feature units."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0, 4, (k, d))
+    y = rng.integers(0, k, n)
+    X = centers[y] + rng.normal(0, spread, (n, d))
+    if scales is not None:
+        X = X * scales
+    return X, y
+
+
+def _split(X, n_clients, seed=0):
+    cid = np.random.default_rng(seed).integers(0, n_clients, X.shape[0])
+    return [X[cid == i] for i in range(n_clients)]
+
+
+def _nearest(X, C, w=None):
+    """Exact nearest centre (ties to the lowest index), in weighted units."""
+    diff = X[:, None, :] - C[None, :, :]
+    if w is not None:
+        diff = diff * w
+    return np.argmin((diff * diff).sum(axis=2), axis=1)
+
+
+def _reference_refinement(Xc, one_shot, rounds, weight):
+    """Centralised Lloyd on the pooled rows, as the refinement defines it: round 1 = the means of the
+    one-shot clusters; each later round = nearest centre, then means (an empty cluster keeps its centre)."""
+    X = np.vstack(Xc)
+    labels = np.concatenate(one_shot)
+    C = None
+    for r in range(1, rounds + 1):
+        if r > 1:
+            labels = _nearest(X, C, weight)
+        k = C.shape[0] if C is not None else int(labels.max()) + 1
+        newC = np.zeros((k, X.shape[1])) if C is None else C.copy()
+        for c in range(k):
+            if (labels == c).any():
+                newC[c] = X[labels == c].mean(axis=0)
+        C = newC
+    return C, _nearest(X, C, weight)
+
+
+@pytest.mark.parametrize("n_clients", [1, 4])
+@pytest.mark.parametrize("units", [None, "federated"])
+def test_refinement_equals_centralised_lloyd_from_the_same_start(n_clients, units):
+    """KFed + R refinement rounds equals R centralised Lloyd steps on the pooled rows started from
+    KFed's one-shot clusters: the same labels, and centres equal up to the summation order.
+
+    Bound: the federated sum of a cluster's n_c rows and NumPy's differ only in the order of the
+    additions; any order of recursive summation errs by at most (n_c - 1) * u * sum|x| <= n_c^2 * u * max|x|
+    (u = eps / 2), so the two means differ by at most n_c * eps * max|x| per coordinate, plus the
+    rounding of the division. With identical labels every round starts from the same partition, so
+    errors do not accumulate across rounds; we check n * 8 * eps * max|x| (n >= n_c, 8 covers the
+    division and the centred accumulation of round 1)."""
+    X, _ = _blobs(1)
+    Xc = _split(X, n_clients, 1)
+    one = KFed(n_clusters=5, units=units, random_state=2).fit_clients(Xc)
+    est = KFed(n_clusters=5, units=units, refine_rounds=6, refine_tol=0.0, random_state=2).fit_clients(Xc)
+    R = est.n_refine_rounds_
+    assert R >= 2  # the one-shot start is not a Lloyd fixed point on these overlapping blobs
+    C, labels = _reference_refinement(Xc, one.client_labels_, R, est.feature_weight_)
+    np.testing.assert_array_equal(np.concatenate(est.client_labels_), labels)
+    bound = 8 * EPS * np.abs(X).max() * X.shape[0]
+    assert np.abs(est.cluster_centers_ - C).max() <= bound
+    # the refinement moved the centres and lowered the (weighted) inertia round after round
+    inertia = est.refine_history_["inertia"][1:]
+    assert np.isnan(est.refine_history_["inertia"][0])
+    assert np.all(np.diff(inertia) <= 1e-9 * inertia[0])
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_refinement_zero_is_the_one_shot_fit(cls):
+    X, _ = _blobs(2, n=400)
+    Xc = _split(X, 3, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = cls(n_clusters=5, random_state=0).fit_clients(Xc)
+        b = cls(n_clusters=5, refine_rounds=0, random_state=0).fit_clients(Xc)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.n_rounds_ == 1 and not hasattr(a, "refine_history_")
+    # one-shot accounting: one upload and one reply per client
+    assert a.bytes_up_.shape == (1, 3)
+    np.testing.assert_array_equal(a.bytes_up_[0], [s.wire_size for s in a.client_summaries_])
+    np.testing.assert_array_equal(a.bytes_up_[0], [len(s.to_bytes()) for s in a.client_summaries_])
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS + [FedKMeans])
+def test_refinement_keeps_well_separated_clusters_whatever_the_units(cls):
+    """Sanity (issue 12) survives refinement: per-feature units spread over 10^4, label skew."""
+    Xc, yc = make_sanity_case(SanityCase(n_clusters=5, n_features=10, n_clients=10, rows_per_client=60,
+                                         split="dirichlet", scale=1e3, feature_spread=1e4, degenerate=None, seed=0))
+    kw = {"max_rounds": 5} if cls is FedKMeans else {"refine_rounds": 5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = cls(n_clusters=5, random_state=0, **kw).fit_clients(Xc)
+    assert adjusted_rand_score(np.concatenate(yc), est.labels_) >= 0.99
+    # predict uses the refined centres and units: the fitted rows get their labels back
+    np.testing.assert_array_equal(est.predict(np.vstack(Xc)), est.labels_)
+
+
+def test_stop_rule_and_wire_contents():
+    X, _ = _blobs(3)
+    Xc = _split(X, 5, 3)
+    loose = KFed(n_clusters=5, refine_rounds=10, refine_tol=1e6, random_state=0).fit_clients(Xc)
+    assert loose.n_refine_rounds_ == 1 and loose.n_rounds_ == 2
+    tight = KFed(n_clusters=5, refine_rounds=50, refine_tol=0.0, random_state=0).fit_clients(Xc)
+    # with tol 0 the server stops exactly when no centre moves any more (Lloyd converges in finitely many steps)
+    assert tight.n_refine_rounds_ < 50 and tight.refine_history_["center_shift"][-1] == 0.0
+    # what crosses per refinement round: k (d + 2) numbers up plus 3 d moments in round 1; k d + d down
+    k, d = 5, X.shape[1]
+    up1 = RefineStats(counts=np.zeros(k, np.int64), sums=np.zeros((k, d)), inertia=np.zeros(0),
+                      moments=np.zeros((3, d)), n_features=d).addressed(client=0, round=1)
+    assert (tight.bytes_up_[1] == up1.wire_size).all()
+    assert (tight.bytes_up_[1] - 8 * (k + k * d + 3 * d) < 400).all()  # a few hundred bytes of header
+    assert (tight.bytes_up_[2:] < tight.bytes_up_[1]).all()
+
+
+def test_refinement_over_the_public_round_api_and_bytes():
+    X, _ = _blobs(4)
+    Xc = _split(X, 3, 4)
+    est = FeCA(n_clusters=5, refine_rounds=3, random_state=7)
+    fitted = FeCA(n_clusters=5, refine_rounds=3, random_state=7).fit_clients(Xc)
+    ups, states = [], []
+    for i, x in enumerate(Xc):
+        u, s = est.client_round(x, round=0, client_index=i, random_state=7)
+        ups.append(decode_message(u.to_bytes()))
+        states.append(ClientState.from_bytes(s.to_bytes()))
+    bc, sst, done = est.server_round(ups, round=0, random_state=7)
+    r = 0
+    while not done:
+        r += 1
+        out = [est.client_round(x, states[i], decode_message(bc[i].to_bytes()), round=r, random_state=7)
+               for i, x in enumerate(Xc)]
+        states = [ClientState.from_bytes(s.to_bytes()) for _, s in out]
+        bc, sst, done = est.server_round([decode_message(u.to_bytes()) for u, _ in out], sst, round=r,
+                                         random_state=7)
+    assert isinstance(bc[0], RefineCenters) and bc[0].final
+    labels = [est.client_assign(x, states[i], decode_message(bc[i].to_bytes())) for i, x in enumerate(Xc)]
+    np.testing.assert_array_equal(np.concatenate(labels), fitted.labels_)
+    assert r == fitted.n_rounds_ - 1
+
+
+@pytest.mark.parametrize("cls", [KFed, FedHIRE, FedKMeans])
+def test_refinement_is_deterministic_for_any_thread_count(cls):
+    X, _ = _blobs(5, n=1200)
+    Xc = _split(X, 4, 5)
+    kw = {"max_rounds": 4} if cls is FedKMeans else {"refine_rounds": 4}
+    a = cls(n_clusters=5, random_state=1, n_jobs=1, **kw).fit_clients(Xc)
+    b = cls(n_clusters=5, random_state=1, n_jobs=2, **kw).fit_clients(Xc)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
+def test_fedkmeans_seeding_from_another_method_equals_its_refinement():
+    X, _ = _blobs(6)
+    Xc = _split(X, 4, 6)
+    a = FedKMeans(n_clusters=5, init=FeCA(n_clusters=99), max_rounds=3, tol=0.0, random_state=3).fit_clients(Xc)
+    b = FeCA(n_clusters=5, refine_rounds=3, refine_tol=0.0, random_state=3).fit_clients(Xc)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    with pytest.raises(TypeError, match="init must be"):
+        FedKMeans(init=FedKMeans()).fit_clients(Xc)
+
+
+def test_final_broadcast_is_rejected_by_client_round_and_early_one_by_client_assign():
+    X, _ = _blobs(7, n=300)
+    Xc = _split(X, 2, 7)
+    est = KFed(n_clusters=3, refine_rounds=2, random_state=0)
+    ups, states = zip(*[est.client_round(x, round=0, client_index=i, random_state=0) for i, x in enumerate(Xc)])
+    bc, sst, _ = est.server_round(list(ups), round=0, random_state=0)
+    out = [est.client_round(x, states[i], bc[i], round=1, random_state=0) for i, x in enumerate(Xc)]
+    bc1, sst1, done = est.server_round([u for u, _ in out], sst, round=1, random_state=0)
+    from fastfc.protocol import MessageError
+
+    if not done:
+        with pytest.raises(MessageError, match="not final"):
+            est.client_assign(Xc[0], out[0][1], bc1[0])
+    final = RefineCenters(centers=bc1[0].centers, n_features=bc1[0].n_features, final=True).addressed(client=0, round=1)
+    with pytest.raises(MessageError, match="final"):
+        est.client_round(Xc[0], out[0][1], final, round=2, random_state=0)
