@@ -27,8 +27,8 @@ server) but replaces the steps that fail on well-separated data: pieces of
 about 3 rows instead of at least d + 2 (small pieces set aside, not poured
 into neighbours), moments only in the upload (no substitute rows), Ward's
 merge cost in globally standardised units instead of Eq. (21), and k* at the
-Calinski-Harabasz maximum along the tree instead of SNC (see
-:class:`FedKStarHC`).
+maximum of a diagonal-Gaussian BIC along the tree instead of SNC (see
+:class:`FedKStarHC` and :func:`select_k_bic`).
 
 Decisions where the paper is silent or inconsistent (all documented in the
 spec's §8 and followed here unless stated):
@@ -92,6 +92,7 @@ __all__ = [
     "moment_tree",
     "cut_tree",
     "select_k_ch",
+    "select_k_bic",
 ]
 
 #: density gap (Eq. 3) of a subcluster larger than this is computed on a seeded subsample
@@ -112,6 +113,8 @@ ROBUST_MIN_SIZE = 3
 #: ``mode="robust"``: rows are "all identical" when every feature's spread is below this
 #: fraction of its magnitude (rounding of the uploaded means leaves ~1e-16)
 IDENTICAL_RTOL = 1e-9
+#: ``select_k_bic``: pseudo-rows at the global variance added to every cluster variance
+BIC_PSEUDO_ROWS = 0.1
 
 
 # ------------------------------------------------------------------ messages
@@ -203,12 +206,13 @@ class FedKStarHCModel(Message):
         SNC's T and D_s (-1 when k was given).
     estimated : bool
         True when the number of clusters was estimated (SNC or, in
-        ``mode="robust"``, Calinski-Harabasz).
+        ``mode="robust"``, BIC or Calinski-Harabasz along the tree).
     n_features : int
     k_scores : ndarray of shape (n_k,), optional
-        ``mode="robust"`` with k estimated: the Calinski-Harabasz index of
-        k = 2..n_k+1 clusters along the merge tree (empty otherwise and when
-        omitted).
+        ``mode="robust"`` with k estimated: the criterion along the merge
+        tree, BIC of k = 1..n_k clusters (``k_select="bic"``, may be
+        negative) or the Calinski-Harabasz index of k = 2..n_k+1
+        (``k_select="ch"``); empty otherwise and when omitted.
     """
 
     METHOD = "fedkstarhc"
@@ -220,7 +224,7 @@ class FedKStarHCModel(Message):
         "stds": ArraySpec("f", 2, min_value=0.0),
         "subcluster_labels": ArraySpec("i", 1, min_value=0),
         "p_curve": ArraySpec("f", 1, min_value=0.0),
-        "k_scores": ArraySpec("f", 1, min_value=0.0),
+        "k_scores": ArraySpec("f", 1),
     }
     centers: np.ndarray
     counts: np.ndarray
@@ -995,6 +999,84 @@ def select_k_ch(sse_gain: np.ndarray, total_ss: float, within_ss: float, n: int,
     return int(ks[int(np.argmax(ch))]), ch
 
 
+def select_k_bic(
+    merges: np.ndarray, counts: np.ndarray, centers: np.ndarray, m2: np.ndarray, *, k_max: int | None = None
+) -> tuple[int, np.ndarray]:
+    """Number of clusters maximising BIC of a diagonal Gaussian mixture along a merge tree.
+
+    At every cut k of the tree each cluster is taken as one diagonal Gaussian
+    with its maximum-likelihood mean and per-feature variance, which the
+    moments give exactly (Chan's combine of the leaves' counts, means and
+    sums of squares), and a weight ``n_c / n``. The hard-assignment
+    log-likelihood is ``sum_c n_c log(n_c / n) - 1/2 sum_c sum_f n_c
+    log(v_cf)`` (constants dropped), the penalty ``1/2 p log n`` with ``p =
+    k - 1 + 2 k d`` free parameters. Features constant over the whole
+    federation are left out (d counts the others). Each cluster variance is
+    shrunk towards the feature's global variance g_f by a tenth of a row
+    (``BIC_PSEUDO_ROWS``), ``v_cf = (M2_cf + 0.1 g_f) / (n_c + 0.1)``: a
+    cluster of one row (or of duplicates) has no spread of its own, and the
+    plain maximum-likelihood variance 0 makes such clusters infinitely
+    likely (sanity case "one row per client", K = 3, 10 rows in 10
+    dimensions: k* = 5 with a floor of 1e-3 g_f; 3 with 0.03, 0.1 or 0.3
+    pseudo-rows; 2 with 1, where the prior swamps clusters of 3 rows). On
+    clusters of tens of rows the shrinkage is negligible.
+
+    Parameters
+    ----------
+    merges : ndarray of shape (k0 - 1, 2), int
+        Merge sequence (slot p absorbs slot q), as from :func:`moment_tree`.
+    counts : ndarray of shape (k0,)
+    centers, m2 : ndarray of shape (k0, n_features)
+        Leaf means and sums of squared deviations, in the units of the tree.
+    k_max : int or None
+        Largest k considered (default and cap: k0 and n // 2).
+
+    Returns
+    -------
+    k : int
+        The arg-max over k = 1..k_max.
+    bic : ndarray of shape (k_max,)
+        BIC(k) for k = 1..k_max (larger is better).
+    """
+    n_leaf = np.asarray(counts, dtype=np.float64)
+    k0 = n_leaf.shape[0]
+    n = float(n_leaf.sum())
+    k_max = max(1, min(k0 if k_max is None else int(k_max), k0, int(n) // 2))
+    C = np.array(centers, dtype=np.float64)
+    M2 = np.array(m2, dtype=np.float64)
+    grand = (n_leaf[:, None] * C).sum(0) / n
+    gvar = (M2.sum(0) + (n_leaf[:, None] * (C - grand) ** 2).sum(0)) / n
+    live = gvar > 0
+    d = int(live.sum())
+    bic = np.full(k_max, -np.inf)
+    if d == 0:
+        return 1, np.zeros(k_max)
+    C, M2, gvar = C[:, live], M2[:, live], gvar[live]
+    w = n_leaf.copy()
+    alive = np.ones(k0, dtype=bool)
+
+    def score(k: int) -> float:
+        nn = w[alive]
+        v = (M2[alive] + BIC_PSEUDO_ROWS * gvar) / (nn[:, None] + BIC_PSEUDO_ROWS)
+        ll = float((nn * np.log(nn / n)).sum() - 0.5 * (nn[:, None] * np.log(v)).sum())
+        return ll - 0.5 * (k - 1 + 2 * k * d) * math.log(n)
+
+    k = k0
+    if k <= k_max:
+        bic[k - 1] = score(k)
+    for p, q in merges:
+        diff = C[p] - C[q]
+        tot = w[p] + w[q]
+        M2[p] += M2[q] + (w[p] * w[q] / tot) * diff * diff
+        C[p] = (w[p] * C[p] + w[q] * C[q]) / tot
+        w[p] = tot
+        alive[q] = False
+        k -= 1
+        if k <= k_max:
+            bic[k - 1] = score(k)
+    return int(np.argmax(bic)) + 1, bic
+
+
 # ----------------------------------------------------------------- estimator
 class FedKStarHC(BaseFederatedClusterer):
     """Fed-k*-HC: federated hierarchical clustering with an automatic k*.
@@ -1006,7 +1088,7 @@ class FedKStarHC(BaseFederatedClusterer):
     moments (n, mean, std) of the others, no substitute rows; the server
     standardises the moments with the global per-feature spread (exact from
     the moments), merges them with Ward's cost and, with ``n_clusters=None``,
-    takes k* at the maximum of the Calinski-Harabasz index along the tree;
+    takes k* at the maximum of BIC along the tree (:func:`select_k_bic`);
     rows keep the cluster of their piece, set-aside rows take the nearest
     global centre. ``"paper"``: the paper's algorithm as specified (spec
     §3; micro-subclusters of at least d + 2 rows, n substitute rows per
@@ -1035,7 +1117,7 @@ class FedKStarHC(BaseFederatedClusterer):
     ----------
     n_clusters : int or None, default=None
         Number of global clusters. ``None`` estimates k* on the server
-        (Calinski-Harabasz along the merge tree in ``mode="robust"``, SNC in
+        (``k_select`` along the merge tree in ``mode="robust"``, SNC in
         ``mode="paper"``; reported as ``n_clusters_``).
     mode : {"robust", "paper"}, default="robust"
         The setting described above. The parameters ``micro_scale``,
@@ -1140,6 +1222,21 @@ class FedKStarHC(BaseFederatedClusterer):
         worse (mean ARI with K given, seeds 0-2: 0.52 against Ward's 0.56 on
         the nine datasets, 0.14 against 0.26 on the ten splits): tiny
         pieces have small radii and stay apart, as the spec warns (§3.1.4).
+    k_select : {"bic", "ch"}, default="bic"
+        ``mode="robust"`` with ``n_clusters=None``: how k* is read off the
+        merge tree. ``"bic"``: the maximum of BIC of a mixture of diagonal
+        Gaussians, one per cluster, exact from the moments
+        (:func:`select_k_bic`); ``"ch"``: the maximum of the
+        Calinski-Harabasz index (the default before). CH answers 2 on most
+        real datasets (between/within variance favours a few large groups
+        when classes overlap or are elongated); BIC models each cluster's
+        own spread. Chosen on held-out seeds 10-19 (``mode="robust"``, K
+        unknown): k* = K on the paper's nine datasets and two non-IID sets
+        in 21 of 110 runs against 14 with CH, mean ARI at k* 0.571 against
+        0.361; on the ten published splits 5 of 100 against 1, ARI at k*
+        0.149 against 0.146. BIC over-splits large, overlapping real classes
+        (pendigits-like splits: k* near 100 for K = 10), where CH answers 2.
+        Sanity suite (seeds 0-2): k* = K on 90 of 90 with either.
     sim_norm : {"l2", "l1"}, default="l2"
         Norm of the std-vector difference in Eq. (23).
     center_source : {"substitute", "uploaded"}, default="substitute"
@@ -1173,8 +1270,9 @@ class FedKStarHC(BaseFederatedClusterer):
         SNC diagnostics (``n_nodes``, ``b_opt``, ``T``, ``D_s``, ``p_curve``);
         None when ``n_clusters`` was given or in ``mode="robust"``.
     k_scores_ : ndarray or None
-        ``mode="robust"`` with k estimated: Calinski-Harabasz index of
-        k = 2, 3, ... clusters along the merge tree (k* is its arg-max).
+        ``mode="robust"`` with k estimated: BIC of k = 1, 2, ... clusters
+        (``k_select="bic"``) or the Calinski-Harabasz index of k = 2, 3, ...
+        (``k_select="ch"``) along the merge tree; k* is its arg-max.
     client_summaries_ : list of FedKStarHCSummary
     global_model_ : FedKStarHCModel
     timings_ : dict
@@ -1234,6 +1332,7 @@ class FedKStarHC(BaseFederatedClusterer):
         "min_component_size": [Interval(Integral, 1, None, closed="left")],
         "beta": [None, Interval(Real, 0, None, closed="left")],
         "linkage": [StrOptions({"ward", "eq21"})],
+        "k_select": [StrOptions({"bic", "ch"})],
         "sim_norm": [StrOptions({"l2", "l1"})],
         "center_source": [StrOptions({"substitute", "uploaded"})],
         "stats_source": [StrOptions({"uploaded", "substitute"})],
@@ -1266,6 +1365,7 @@ class FedKStarHC(BaseFederatedClusterer):
         min_component_size: int = 1,
         beta: float | None = None,
         linkage: str = "ward",
+        k_select: str = "bic",
         sim_norm: str = "l2",
         center_source: str = "substitute",
         stats_source: str = "uploaded",
@@ -1296,6 +1396,7 @@ class FedKStarHC(BaseFederatedClusterer):
         self.min_component_size = min_component_size
         self.beta = beta
         self.linkage = linkage
+        self.k_select = k_select
         self.sim_norm = sim_norm
         self.center_source = center_source
         self.stats_source = stats_source
@@ -1407,7 +1508,10 @@ class FedKStarHC(BaseFederatedClusterer):
             beta = 0.0 if self.beta is None else self.beta
             merges, _, gain = moment_tree(counts, means / unit, m2 / unit ** 2, linkage=self.linkage, beta=beta,
                                           sim_norm=self.sim_norm, n_threads=n_threads)
-            if self.n_clusters is None:
+            if self.n_clusters is None and self.k_select == "bic":
+                k, scores = select_k_bic(merges, counts, means / unit, m2 / unit ** 2)
+                scores = np.nan_to_num(scores, neginf=-np.finfo(np.float64).max)
+            elif self.n_clusters is None:
                 within = float((m2 / unit ** 2).sum())
                 total = float(((n - 1) * (std / unit) ** 2).sum())
                 k, scores = select_k_ch(gain, total, within, n)

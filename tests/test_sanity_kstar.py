@@ -16,7 +16,15 @@ from sklearn.metrics import adjusted_rand_score
 
 from fastfc import FedKStarHC
 from fastfc.datasets._sanity import SanityCase, make_sanity_case
-from fastfc.fed_kstar_hc import MICRO_BUDGET_CAP, drop_small, moment_tree, select_k_ch
+from fastfc.fed_kstar_hc import (
+    BIC_PSEUDO_ROWS,
+    MICRO_BUDGET_CAP,
+    cut_tree,
+    drop_small,
+    moment_tree,
+    select_k_bic,
+    select_k_ch,
+)
 
 BASE = SanityCase()
 #: cases of the sanity grid that failed on main (issue 12), each in well under a few seconds
@@ -209,3 +217,64 @@ def test_moment_tree_matches_numpy_reference(dtype, linkage):
     C64, n64 = C.astype(np.float64), n.astype(np.float64)
     between = (n64[:, None] * (C64 - (n64[:, None] * C64).sum(0) / n64.sum()) ** 2).sum()
     assert gain.sum() == pytest.approx(between, rel=1e-9)
+
+
+def _bic_from_rows(X, groups, kappa):
+    """BIC of a hard partition of the rows, each group one diagonal Gaussian (plain NumPy)."""
+    n, _ = X.shape
+    g = X.var(axis=0)
+    live = g > 0
+    X, g = X[:, live], g[live]
+    k = int(groups.max()) + 1
+    ll = 0.0
+    for c in range(k):
+        R = X[groups == c]
+        m = R.shape[0]
+        v = (((R - R.mean(0)) ** 2).sum(0) + kappa * g) / (m + kappa)
+        ll += m * np.log(m / n) - 0.5 * m * np.log(v).sum()
+    return ll - 0.5 * (k - 1 + 2 * k * X.shape[1]) * np.log(n)
+
+
+def test_bic_along_the_tree_equals_bic_of_the_rows():
+    """select_k_bic works from the leaves' moments only; at every cut its value equals the BIC
+    computed from the rows of that partition, and it picks the three separated groups."""
+    rng = np.random.default_rng(11)
+    d = 3
+    leaf_of_row = np.repeat(np.arange(12), rng.integers(3, 9, size=12))
+    centre = np.repeat([[0.0, 0.0, 0.0], [12.0, 0.0, 0.0], [0.0, 12.0, 0.0]], 4, axis=0) + rng.normal(size=(12, d))
+    X = centre[leaf_of_row] + rng.normal(size=(leaf_of_row.size, d))
+    X[:, 2] = 5.0  # a constant feature is left out
+    counts = np.bincount(leaf_of_row).astype(float)
+    means = np.array([X[leaf_of_row == q].mean(0) for q in range(12)])
+    m2 = np.array([((X[leaf_of_row == q] - means[q]) ** 2).sum(0) for q in range(12)])
+    merges, _, _ = moment_tree(counts, means, m2)
+    k, bic = select_k_bic(merges, counts, means, m2)
+    assert bic.shape == (12,)
+    for kk in range(1, 13):
+        groups = cut_tree(merges, 12, kk)[leaf_of_row]
+        assert bic[kk - 1] == pytest.approx(_bic_from_rows(X, groups, BIC_PSEUDO_ROWS), rel=1e-9)
+    assert k == 3
+
+
+def test_bic_is_the_default_k_rule_and_ch_stays_available():
+    X_clients, y_clients = make_sanity_case(replace(BASE, n_clusters=3))
+    est = FedKStarHC(random_state=0).fit_clients(X_clients)
+    assert est.k_select == "bic" and est.n_clusters_ == 3
+    assert int(np.argmax(est.k_scores_)) + 1 == 3  # BIC of k = 1, 2, ...
+    ch = FedKStarHC(k_select="ch", random_state=0).fit_clients(X_clients)
+    assert ch.n_clusters_ == 3 and int(np.argmax(ch.k_scores_)) + 2 == 3  # CH of k = 2, 3, ...
+    # with K given the rule is not used: identical labels
+    a = FedKStarHC(n_clusters=3, random_state=0).fit_clients(X_clients).labels_
+    b = FedKStarHC(n_clusters=3, k_select="ch", random_state=0).fit_clients(X_clients).labels_
+    np.testing.assert_array_equal(a, b)
+
+
+def test_one_row_per_client_k_estimated():
+    """Ten clients of one row each (K = 3, d = 10): singleton leaves have no spread; without the
+    pseudo-row shrinkage BIC made every singleton a cluster (k* = 5)."""
+    case = replace(BASE, n_clusters=3, degenerate="one_row")
+    X_clients, y_clients = make_sanity_case(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # single-row uploads are warned about; tested elsewhere
+        est = FedKStarHC(random_state=case.seed).fit_clients(X_clients)
+    assert est.n_clusters_ == 3
