@@ -40,12 +40,13 @@ METHODS = {
     "gold": lambda k, s: _est("GOLD", n_clusters=k, random_state=s),
     "fedkstarhc": lambda k, s: _est("FedKStarHC", n_clusters=k, random_state=s),
     "fedkstarhc-k*": lambda k, s: _est("FedKStarHC", n_clusters=None, random_state=s),
+    "fedkmeans": lambda k, s: _est("FedKMeans", n_clusters=k, random_state=s),
     # the paper setting, for comparison (not a default mode: not held to the targets' spirit, but scored alike)
     "fedkstarhc-paper": lambda k, s: _est("FedKStarHC", n_clusters=k, mode="paper", random_state=s),
     "fedkstarhc-paper-k*": lambda k, s: _est("FedKStarHC", n_clusters=None, mode="paper", random_state=s),
 }
 #: the default modes, run unless --methods says otherwise
-DEFAULT_METHODS = ["kfed", "feca", "fedhire", "gold", "fedkstarhc", "fedkstarhc-k*"]
+DEFAULT_METHODS = ["kfed", "feca", "fedhire", "gold", "fedkstarhc", "fedkstarhc-k*", "fedkmeans"]
 TARGET_ARI = 0.99
 
 
