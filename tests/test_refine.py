@@ -197,3 +197,11 @@ def test_final_broadcast_is_rejected_by_client_round_and_early_one_by_client_ass
     final = RefineCenters(centers=bc1[0].centers, n_features=bc1[0].n_features, final=True).addressed(client=0, round=1)
     with pytest.raises(MessageError, match="final"):
         est.client_round(Xc[0], out[0][1], final, round=2, random_state=0)
+
+
+def test_fedkmeans_default_finds_twenty_clusters():
+    """Sanity grid, K = 20, seed 1: with one local start most clients merge the closest pair of clusters and
+    Lloyd rounds do not split it again (ARI 0.949); the default seeding keeps the best of five local starts."""
+    Xc, yc = make_sanity_case(SanityCase(n_clusters=20, seed=1))
+    est = FedKMeans(n_clusters=20, random_state=1).fit_clients(Xc)
+    assert adjusted_rand_score(np.concatenate(yc), est.labels_) >= 0.99
