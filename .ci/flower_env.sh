@@ -36,19 +36,8 @@ fi
 VPY="$(cd "$VENV/bin" && pwd)/python"
 (cd / && "$VPY" -c "import flwr, fastfc.flower; assert flwr.__version__ == '$FLWR', flwr.__version__") >&2
 # warm the on-disk Numba cache of this install (a SuperNode's first task must not spend the reply
-# time-out compiling): one small fit of every method, in the venv the SuperNodes run from
-(cd / && "$VPY" -) >&2 <<'PY'
-import time
-import numpy as np
-import fastfc
-assert "/.ci/" in fastfc.__file__ or "site-packages" in fastfc.__file__, fastfc.__file__
-t0 = time.perf_counter()
-rng = np.random.default_rng(0)
-X = [rng.normal(size=(60, 3)) + 6 * (i % 2) for i in range(3)]
-for name in ("KFed", "FeCA", "FedHIRE", "GOLD", "FedKStarHC"):
-    getattr(fastfc, name)(n_clusters=2, random_state=0).fit_clients(X)
-    getattr(fastfc, name)(n_clusters=2, random_state=0).fit_clients([x.astype(np.float32) for x in X])
-fastfc.FedKStarHC(n_clusters=None, random_state=0).fit_clients(X)
-print(f"flower_env: Numba cache of {fastfc.__file__} warmed in {time.perf_counter() - t0:.0f} s")
-PY
+# time-out compiling): `fastfc warmup` compiles every kernel of the installed package, in the venv the
+# SuperNodes run from (from / so that the venv's fastfc is imported, not this checkout's)
+(cd / && "$VPY" -c "import fastfc; assert '/.ci/' in fastfc.__file__ or 'site-packages' in fastfc.__file__, fastfc.__file__" \
+  && "$(dirname "$VPY")/fastfc" warmup --quiet) >&2
 echo "$(cd "$VENV/bin" && pwd)"

@@ -1,4 +1,4 @@
-"""Command line: ``fastfc run METHOD --dataset NAME``, ``fastfc datasets`` and ``fastfc flower``.
+"""Command line: ``fastfc run METHOD --dataset NAME``, ``fastfc datasets``, ``fastfc warmup`` and ``fastfc flower``.
 
 Errors
     Expected user errors print one line ``fastfc: error: ...`` and exit with
@@ -347,6 +347,14 @@ def _build_parser() -> argparse.ArgumentParser:
     datasets = sub.add_parser("datasets", parents=[common], help="list the bundled datasets")
     datasets.set_defaults(handler=_cmd_datasets, subparser=datasets)
 
+    warm = sub.add_parser("warmup", parents=[common],
+                          help="compile and cache every Numba kernel now (run at install or node start)")
+    warm.set_defaults(handler=_cmd_warmup, subparser=warm)
+    warm.add_argument("--dtype", action="append", choices=["float64", "float32"], default=None,
+                      help="input dtype to warm (repeatable; default both)")
+    warm.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    warm.add_argument("--json", action="store_true", help="print one JSON object instead of a line")
+
     fl = sub.add_parser("flower", help="real federated runs on Flower (needs fastfc[flower])")
     flsub = fl.add_subparsers(dest="flower_command", required=True)
     app = flsub.add_parser("app", parents=[common],
@@ -428,6 +436,20 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
     for name in list_datasets():
         info = dataset_info(name)
         print(f"{name:<18}{info['n_samples']:>9}{info['n_features']:>10}{info['n_classes']:>9}  {info['source']}")
+    return 0
+
+
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    """``fastfc warmup``: compile and cache every Numba kernel, print where the cache is."""
+    from .warmup import warmup
+
+    info = warmup(tuple(args.dtype or ("float64", "float32")), stream=None if args.quiet else sys.stderr)
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"fastfc warmup: {info['fits']} fits in {info['seconds']:.1f} s, {info['compiled']} kernel "
+              f"specialisations compiled, {info['loaded']} loaded from the cache; cache: "
+              f"{', '.join(info['cache_dirs']) or 'none (FASTFC_NUMBA_CACHE=0?)'}")
     return 0
 
 

@@ -70,48 +70,69 @@ def cpl_init_logw(theta, logw):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
-def _wterm(X, i, C, Mw, j, z):
-    diff = X[i, z] - C[j, z]
-    return Mw[j, z] * (diff * diff)
-
-
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
 def _pw_leaf(X, i, C, Mw, j, s, n):
-    """NumPy's pairwise-sum leaf (n <= 128) over the terms ``s .. s+n-1``."""
+    """NumPy's pairwise-sum leaf (n <= 128) over the terms ``Mw[j, z] * (X[i, z] - C[j, z])**2``,
+    ``z = s .. s+n-1``.
+
+    The terms are written out rather than called through a helper: every call that Numba
+    inlines at IR level repeats its type inference, and the 19 term sites of a leaf cost
+    seconds of first-use compilation (``benchmarks/results/cold_start.md``).
+    """
     if n < 8:
         res = 0.0
         for z in range(s, s + n):
-            res += _wterm(X, i, C, Mw, j, z)
+            e = X[i, z] - C[j, z]
+            res += Mw[j, z] * (e * e)
         return res
-    r0 = _wterm(X, i, C, Mw, j, s)
-    r1 = _wterm(X, i, C, Mw, j, s + 1)
-    r2 = _wterm(X, i, C, Mw, j, s + 2)
-    r3 = _wterm(X, i, C, Mw, j, s + 3)
-    r4 = _wterm(X, i, C, Mw, j, s + 4)
-    r5 = _wterm(X, i, C, Mw, j, s + 5)
-    r6 = _wterm(X, i, C, Mw, j, s + 6)
-    r7 = _wterm(X, i, C, Mw, j, s + 7)
+    e0 = X[i, s] - C[j, s]
+    e1 = X[i, s + 1] - C[j, s + 1]
+    e2 = X[i, s + 2] - C[j, s + 2]
+    e3 = X[i, s + 3] - C[j, s + 3]
+    e4 = X[i, s + 4] - C[j, s + 4]
+    e5 = X[i, s + 5] - C[j, s + 5]
+    e6 = X[i, s + 6] - C[j, s + 6]
+    e7 = X[i, s + 7] - C[j, s + 7]
+    r0 = Mw[j, s] * (e0 * e0)
+    r1 = Mw[j, s + 1] * (e1 * e1)
+    r2 = Mw[j, s + 2] * (e2 * e2)
+    r3 = Mw[j, s + 3] * (e3 * e3)
+    r4 = Mw[j, s + 4] * (e4 * e4)
+    r5 = Mw[j, s + 5] * (e5 * e5)
+    r6 = Mw[j, s + 6] * (e6 * e6)
+    r7 = Mw[j, s + 7] * (e7 * e7)
     m = n - n % 8
     for t in range(8, m, 8):
         z = s + t
-        r0 += _wterm(X, i, C, Mw, j, z)
-        r1 += _wterm(X, i, C, Mw, j, z + 1)
-        r2 += _wterm(X, i, C, Mw, j, z + 2)
-        r3 += _wterm(X, i, C, Mw, j, z + 3)
-        r4 += _wterm(X, i, C, Mw, j, z + 4)
-        r5 += _wterm(X, i, C, Mw, j, z + 5)
-        r6 += _wterm(X, i, C, Mw, j, z + 6)
-        r7 += _wterm(X, i, C, Mw, j, z + 7)
+        e0 = X[i, z] - C[j, z]
+        e1 = X[i, z + 1] - C[j, z + 1]
+        e2 = X[i, z + 2] - C[j, z + 2]
+        e3 = X[i, z + 3] - C[j, z + 3]
+        e4 = X[i, z + 4] - C[j, z + 4]
+        e5 = X[i, z + 5] - C[j, z + 5]
+        e6 = X[i, z + 6] - C[j, z + 6]
+        e7 = X[i, z + 7] - C[j, z + 7]
+        r0 += Mw[j, z] * (e0 * e0)
+        r1 += Mw[j, z + 1] * (e1 * e1)
+        r2 += Mw[j, z + 2] * (e2 * e2)
+        r3 += Mw[j, z + 3] * (e3 * e3)
+        r4 += Mw[j, z + 4] * (e4 * e4)
+        r5 += Mw[j, z + 5] * (e5 * e5)
+        r6 += Mw[j, z + 6] * (e6 * e6)
+        r7 += Mw[j, z + 7] * (e7 * e7)
     res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     for z in range(s + m, s + n):
-        res += _wterm(X, i, C, Mw, j, z)
+        e = X[i, z] - C[j, z]
+        res += Mw[j, z] * (e * e)
     return res
 
 
 # NumPy's pairwise summation halves blocks longer than 128 terms recursively. Numba cannot load
 # a cached recursive function safely, so the recursion is unrolled into explicit levels: level m
 # handles up to about 128 * 2**m terms exactly; the last level (d above ~2**19) sums its halves
-# with leaves only, which is still deterministic but no longer NumPy's order.
+# with leaves only, which is still deterministic but no longer NumPy's order. The twelve levels
+# take most of a minute to compile, so no kernel of the CPL engine calls them (they use
+# :func:`_sq_dist_any`); :func:`_sq_dist` stays as the buffer-free reference the tests compare
+# :func:`_sq_dist_buf` with.
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _pw_rec1(X, i, C, Mw, j, s, n):
     if n <= 128:
@@ -334,6 +355,18 @@ def _sq_dist_buf(X, i, C, Mw, j, tmp, stk, stv):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _sq_dist_any(X, i, C, Mw, j, tmp, stk, stv):
+    """:func:`_sq_dist` for any ``d``, bit-identical: the leaf in registers for ``d <= 128``,
+    :func:`_sq_dist_buf` through the scratch ``tmp`` (d,), ``stk`` (3, 64) int64 and ``stv``
+    (64,) above (no recursive call chain to compile). A called function, not inlined: its
+    callers (the rare reference-semantics decision, the once-per-run objective) are not hot,
+    and each IR-level inline site would repeat its compilation."""
+    if X.shape[1] <= 128:
+        return _pw_leaf(X, i, C, Mw, j, 0, X.shape[1])
+    return _sq_dist_buf(X, i, C, Mw, j, tmp, stk, stv)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _live_dists(X, i, C, Mw, live_idx, n_live, out, tmp, stk, stv):
     """``out[t] = D`` of row ``i`` to candidate ``live_idx[t]``, for ``t < n_live``, any d.
 
@@ -471,7 +504,7 @@ def _nan_last_before(a, b):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan):
+def _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan, tmp, stk, stv):
     """Winner, rival and penalty ratio of sample ``i``, computed literally as the reference does.
 
     Used by :func:`cpl_pass` in reference semantics only, for the rare samples where the
@@ -481,13 +514,14 @@ def _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan):
     ``sum_t s_t``; ``shat_j = (1 - wins_j / W) * w_j * s_j / sum`` (NaN when ``theta_j`` is NaN).
     Order = ``argsort(-shat)`` with NaN last and ties to the lowest index. If every ``s_j``
     is 0 the normalised vector is all NaN: ``v = 0``, ``r = 1`` and the ratio is NaN (the
-    all-zero fallback of fed_hire.md §3.1.6).
+    all-zero fallback of fed_hire.md §3.1.6). ``tmp``, ``stk``, ``stv``: the scratch of
+    :func:`_sq_dist_any`.
     """
     k = cnt.shape[0]
     tot = 0.0
     for j in range(k):
         if cnt[j] > 0 and wnan[j] == 0:
-            tot += math.exp(-0.5 * _sq_dist(X, i, C, Mw, j))
+            tot += math.exp(-0.5 * _sq_dist_any(X, i, C, Mw, j, tmp, stk, stv))
     if not tot > 0.0:
         return 0, 1, np.nan
     bv = -1
@@ -497,7 +531,7 @@ def _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan):
     for j in range(k):
         s = 0.0
         if cnt[j] > 0 and wnan[j] == 0:
-            s = math.exp(-0.5 * _sq_dist(X, i, C, Mw, j))
+            s = math.exp(-0.5 * _sq_dist_any(X, i, C, Mw, j, tmp, stk, stv))
         w = 1.0 / (1.0 + math.exp(-10.0 * theta[j] + 5.0))
         sh = ((1.0 - wins[j] / W) * w) * (s / tot)
         if bv < 0:
@@ -671,7 +705,7 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
 
         r = -1
         if reference != 0 and (bi < 0 or math.exp(-0.5 * dbest) == 0.0):
-            v, r, ratio = _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan)
+            v, r, ratio = _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan, tmp, stk, stv)
             theta[v] += eta
             logw[v] = log_sigmoid_weight(theta[v])
             theta[r] -= eta * ratio
@@ -1016,7 +1050,11 @@ def cpl_objective(X, y, C, Mw, usable, act_idx):
     (log-sum-exp), so it never underflows; a sample whose own cluster is not usable adds 0.
     ``O(n k_a d)``.
     """
-    n = X.shape[0]
+    n, d = X.shape
+    small = d <= 128
+    tmp = np.empty(d)
+    stk = np.empty((3, 64), dtype=np.int64)
+    stv = np.empty(64)
     J = 0.0
     for i in range(n):
         yi = y[i]
@@ -1025,7 +1063,10 @@ def cpl_objective(X, y, C, Mw, usable, act_idx):
         own = -np.inf
         for t in range(act_idx.shape[0]):
             j = act_idx[t]
-            lj = -0.5 * _sq_dist(X, i, C, Mw, j)
+            if small:
+                lj = -0.5 * _pw_leaf(X, i, C, Mw, j, 0, d)
+            else:
+                lj = -0.5 * _sq_dist_any(X, i, C, Mw, j, tmp, stk, stv)
             if j == yi:
                 own = lj
             if lj > mx:

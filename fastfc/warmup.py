@@ -1,0 +1,118 @@
+"""Compile and cache every Numba kernel of the installed fastfc ahead of the first real fit.
+
+fastfc's Numba kernels are compiled on first use and cached on disk (see
+:mod:`fastfc._config`): next to the installed package, or in ``NUMBA_CACHE_DIR`` when that
+is set, or in Numba's per-user cache directory when the package directory is read-only. On
+a fresh install or a fresh node the first fit of a method pays that compilation;
+:func:`warmup` (the ``fastfc warmup`` command) pays it once, at install or node start, by
+running one tiny fit of every estimator in every configuration that reaches different
+kernels, for float64 and float32 input, so that the first real fit only loads the cache.
+
+Run it as the same user, with the same ``NUMBA_CACHE_DIR``, as the processes that will fit
+(Flower SuperNodes, workers): the cache is found by the package's path and that setting.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["warmup", "numba_dispatchers"]
+
+#: the fits :func:`warmup` runs: (estimator name, keyword arguments, data in [0, 1])
+_FITS: tuple[tuple[str, dict, bool], ...] = (
+    ("KFed", dict(n_clusters=2), False),
+    ("KFed", dict(n_clusters=2, refine_rounds=2), False),
+    ("FeCA", dict(n_clusters=2), False),
+    ("FedHIRE", dict(n_clusters=2), False),
+    ("FedHIRE", dict(n_clusters=2, semantics="reference"), False),
+    ("GOLD", dict(n_clusters=2), False),
+    ("GOLD", dict(n_clusters=2, semantics="reference"), False),
+    ("FedKStarHC", dict(n_clusters=2), False),
+    ("FedKStarHC", dict(n_clusters=None), False),
+    ("FedKMeans", dict(n_clusters=2), False),
+    ("FedCRef", dict(n_local_clusters=2, hidden_layer_sizes=(4,), local_epochs=1, fl_rounds=1, fl_epochs=1,
+                     fl_first_epochs=1, max_iter=1, min_assoc_size=1), True),
+)
+
+
+def numba_dispatchers() -> list:
+    """Every Numba dispatcher defined in fastfc's kernel modules (importing them).
+
+    Returns
+    -------
+    list of numba dispatchers
+        In module order, each once.
+    """
+    import importlib
+
+    from numba.core.registry import CPUDispatcher
+
+    out, seen = [], set()
+    for name in ("fastfc._kernels._cpl", "fastfc._kernels._feca", "fastfc._kernels._fedcref"):
+        mod = importlib.import_module(name)
+        for obj in vars(mod).values():
+            if isinstance(obj, CPUDispatcher) and id(obj) not in seen:
+                seen.add(id(obj))
+                out.append(obj)
+    return out
+
+
+def _clients(dtype, unit: bool) -> list[np.ndarray]:
+    """Three clients of 40 rows in 3 features around two well separated centres."""
+    rng = np.random.default_rng(0)
+    Xc = [rng.normal(size=(40, 3)) + 6.0 * (rng.integers(0, 2, size=(40, 1))) for _ in range(3)]
+    if unit:
+        Xc = [(x - x.min()) / (x.max() - x.min()) for x in Xc]
+    return [np.ascontiguousarray(x, dtype=dtype) for x in Xc]
+
+
+def warmup(dtypes=("float64", "float32"), *, stream=None) -> dict:
+    """Compile (or load from the cache) every Numba kernel a fit of any fastfc method uses.
+
+    Parameters
+    ----------
+    dtypes : sequence of str, default=("float64", "float32")
+        Input dtypes to warm: each estimator's kernels are specialised on the dtype it
+        computes in.
+    stream : text stream, optional
+        Where to write one progress line per fit (nothing when ``None``).
+
+    Returns
+    -------
+    dict
+        ``seconds`` (float, the whole warm-up), ``compiled`` (int, kernel specialisations
+        compiled in this process; 0 when the cache was already warm), ``loaded`` (int,
+        specialisations loaded from the cache), ``fits`` (int) and ``cache_dirs``
+        (sorted list of str: where Numba keeps these kernels' cache files).
+    """
+    import fastfc
+
+    t0 = time.perf_counter()
+    fits = 0
+    for name, params, unit in _FITS:
+        for dtype in dtypes:
+            t = time.perf_counter()
+            getattr(fastfc, name)(random_state=0, n_jobs=1, **params).fit_clients(_clients(dtype, unit))
+            fits += 1
+            if stream is not None:
+                args = ", ".join(f"{k}={v!r}" for k, v in params.items())
+                stream.write(f"warmup: {name}({args}) {dtype}: {time.perf_counter() - t:.1f} s\n")
+                stream.flush()
+    compiled = loaded = 0
+    dirs = set()
+    for disp in numba_dispatchers():
+        compiled += sum(disp._cache_misses.values())
+        loaded += sum(disp._cache_hits.values())
+        cache = getattr(disp, "_cache", None)
+        path = getattr(cache, "cache_path", None)
+        if path and disp.signatures:
+            dirs.add(str(path))
+    return dict(seconds=time.perf_counter() - t0, compiled=int(compiled), loaded=int(loaded), fits=fits,
+                cache_dirs=sorted(dirs))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    info = warmup(stream=sys.stderr)
+    print(info)

@@ -1,0 +1,45 @@
+"""``fastfc warmup`` compiles every kernel into the configured Numba cache, and a later process
+then fits every method without compiling anything (issue 15, cold start)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+_FIT_ALL = """
+import json, sys
+import fastfc
+from fastfc.warmup import _clients, numba_dispatchers
+for name, kw, unit in [("KFed", dict(n_clusters=2, refine_rounds=2), False), ("FeCA", dict(n_clusters=2), False),
+                       ("FedHIRE", dict(n_clusters=2), False), ("GOLD", dict(n_clusters=2), False),
+                       ("FedKMeans", dict(n_clusters=2), False),
+                       ("FedCRef", dict(n_local_clusters=2, hidden_layer_sizes=(4,), local_epochs=1, fl_rounds=1,
+                                        fl_epochs=1, fl_first_epochs=1, max_iter=1, min_assoc_size=1), True)]:
+    getattr(fastfc, name)(random_state=1, **kw).fit_clients(_clients("float64", unit))
+ds = numba_dispatchers()
+print(json.dumps(dict(compiled=sum(sum(d._cache_misses.values()) for d in ds),
+                      loaded=sum(sum(d._cache_hits.values()) for d in ds))))
+"""
+
+
+@pytest.mark.slow
+def test_warmup_fills_the_cache_and_a_later_fit_compiles_nothing(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+    env.pop("FASTFC_NUMBA_CACHE", None)
+    out = subprocess.run([sys.executable, "-m", "fastfc", "warmup", "--quiet", "--json", "--dtype", "float64"],
+                         env=env, cwd=str(REPO), capture_output=True, text=True, check=True)
+    info = json.loads(out.stdout)
+    assert info["compiled"] > 0  # the cache was empty
+    assert info["cache_dirs"] and all(d.startswith(str(tmp_path / "cache")) for d in info["cache_dirs"])
+    assert any(p.suffix == ".nbi" for p in (tmp_path / "cache").rglob("*"))
+    fit = subprocess.run([sys.executable, "-c", _FIT_ALL], env=env, cwd=str(REPO), capture_output=True, text=True,
+                         check=True)
+    stats = json.loads(fit.stdout.strip().splitlines()[-1])
+    assert stats["compiled"] == 0, stats
+    assert stats["loaded"] > 0
