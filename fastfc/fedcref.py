@@ -356,6 +356,15 @@ class FedCRef(BaseFederatedClusterer):
         Initial local labels of each client (values in ``0..K_i-1``), e.g. the paper's
         dirty-uniform simulation (:func:`fastfc.datasets.dirty_labels`). None: k-means
         (k-means++, 10 starts) on each client's rows.
+
+        Deployments: ``n_local_clusters`` and ``init_labels`` are estimator parameters, so over
+        :mod:`fastfc.flower` they are part of the run's task parameters (JSON lists), which
+        every node receives; each client reads only its own entry (its ``client_index``). A
+        list ``n_local_clusters`` thus shows every client's K_i to all nodes, and a list
+        ``init_labels`` sends every client's initial labels to every node -- fine for
+        simulations, not for private data. A deployment uses ``init_labels=None`` (each client
+        clusters its own rows with k-means) and one int ``n_local_clusters``; there is no
+        per-node configuration route for per-client values yet.
     alpha : float, default=75
         Percentile of the association test, in [0, 100].
     theta : float, default=0.2
