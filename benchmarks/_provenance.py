@@ -54,6 +54,16 @@ def _git_revision() -> str:
     return rev + (" +dirty (uncommitted changes to fastfc/ or the benchmark scripts)" if dirty else "")
 
 
+#: the revision whose code the script imported (a long run may end after later commits)
+_REV_AT_START = _git_revision()
+
+
+def _revision_field() -> str:
+    """The revision at the script's start, plus the one at its end when a commit came in between."""
+    end = _git_revision()
+    return _REV_AT_START if end == _REV_AT_START else f"{_REV_AT_START} (at the end of the run: {end})"
+
+
 def _cpu_model() -> str:
     """CPU model name from ``/proc/cpuinfo``, else :func:`platform.processor`.
 
@@ -119,7 +129,7 @@ def header(argv: list[str] | None = None) -> str:
     lines = [
         MARKER,
         f"- command: `{cmd}`",
-        f"- git revision: {_git_revision()}",
+        f"- git revision: {_revision_field()}",
         f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- machine: {os.cpu_count()} cores, {_cpu_model()}, {platform.system()} {platform.machine()}; "
         f"load average (1/5/15 min) at start {' / '.join(f'{x:.2f}' for x in _LOAD_AT_START)}, "

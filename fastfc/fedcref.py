@@ -60,11 +60,19 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- messages
 class FedCRefUpload(Message):
-    """Base of every FedCRef client upload (not registered itself)."""
+    """Base of every FedCRef client upload (not registered itself: no ``KIND``).
+
+    Which upload a round carries depends on the server's state (local models, scores, a FedAvg
+    round, a status), so the rounds protocol and the Flower driver expect this family."""
+
+    METHOD = "fedcref"
 
 
 class FedCRefBroadcast(Message):
-    """Base of every FedCRef server broadcast a client round consumes (not registered itself)."""
+    """Base of every FedCRef server broadcast (not registered itself: no ``KIND``), the final one
+    (:class:`FedCRefFinal`) included."""
+
+    METHOD = "fedcref"
 
 
 def _check_rows(msg: Message, name: str, rows: int, what: str) -> None:
@@ -266,7 +274,7 @@ class FedCRefProceed(FedCRefBroadcast):
 
 
 @dataclass(frozen=True, eq=False)
-class FedCRefFinal(Message):
+class FedCRefFinal(FedCRefBroadcast):
     """The server is done: the global id of each of the client's local clusters in the last graph.
 
     Attributes
@@ -348,6 +356,15 @@ class FedCRef(BaseFederatedClusterer):
         Initial local labels of each client (values in ``0..K_i-1``), e.g. the paper's
         dirty-uniform simulation (:func:`fastfc.datasets.dirty_labels`). None: k-means
         (k-means++, 10 starts) on each client's rows.
+
+        Deployments: ``n_local_clusters`` and ``init_labels`` are estimator parameters, so over
+        :mod:`fastfc.flower` they are part of the run's task parameters (JSON lists), which
+        every node receives; each client reads only its own entry (its ``client_index``). A
+        list ``n_local_clusters`` thus shows every client's K_i to all nodes, and a list
+        ``init_labels`` sends every client's initial labels to every node -- fine for
+        simulations, not for private data. A deployment uses ``init_labels=None`` (each client
+        clusters its own rows with k-means) and one int ``n_local_clusters``; there is no
+        per-node configuration route for per-client values yet.
     alpha : float, default=75
         Percentile of the association test, in [0, 100].
     theta : float, default=0.2
@@ -398,6 +415,9 @@ class FedCRef(BaseFederatedClusterer):
         Each client's initial partition.
     n_distributions_ : int
         |G| of the last association graph: the estimated number of global distributions.
+    n_clusters_ : int
+        Global ids in use: the groups plus the isolated clusters of the last graph (each gets a
+        fresh id), so ``labels_`` lie in ``0..n_clusters_-1``.
     group_models_ : ndarray of shape (n_distributions_, n_params), float32
         The FedAvg model of each group (layout :func:`fastfc._ae.layout`).
     cluster_global_ : list of ndarray
@@ -809,7 +829,7 @@ class FedCRef(BaseFederatedClusterer):
             values["hist_G"] = values["hist_G"] + [len(groups)]
             values["hist_I"] = values["hist_I"] + [len(singles)]
             values["history"].append({"n_groups": len(groups), "n_isolated": len(singles), "n_edges": len(edges)})
-            values.update(edges=edges, groups=groups, cluster_global=cluster_global)
+            values.update(edges=edges, groups=groups, singles=singles, cluster_global=cluster_global)
             members = [m[:self.max_group_size] if self.max_group_size else m for m in groups]
             values["members"] = members
             lay = self._layout(d)
@@ -887,6 +907,7 @@ class FedCRef(BaseFederatedClusterer):
     def _set_rounds_attributes(self, server_state) -> None:
         v = server_state.values
         self.n_distributions_ = len(v.get("groups", []))
+        self.n_clusters_ = self.n_distributions_ + len(v.get("singles", []))
         self.group_models_ = np.array(v.get("group_params", np.zeros((0, 0), np.float32)))
         cg = v.get("cluster_global", {})
         self.cluster_global_ = [np.array(cg[c]) for c in sorted(cg)]

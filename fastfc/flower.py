@@ -137,7 +137,7 @@ def encode_payload(msg: Message) -> np.ndarray:
     return np.frombuffer(msg.to_bytes(), dtype=np.uint8)
 
 
-def decode_payload(arr: Any, *, method: str, kind: str) -> Message:
+def decode_payload(arr: Any, *, method: str | None, kind: str | None) -> Message:
     """Read and validate a fastfc message from a ``uint8`` array.
 
     Raises
@@ -169,8 +169,10 @@ def _decode_expected(arr: Any, cls: type[Message], what: str) -> Message:
     """Read a payload strictly: it must be a ``cls`` message (raises MessageError otherwise)."""
     if arr is None:
         raise MessageError(f"no {what} was sent with the task")
-    msg = decode_payload(arr, method=cls.METHOD, kind=cls.KIND)
-    if not isinstance(msg, cls):  # pragma: no cover - the registry maps (method, kind) to one class
+    # ``cls`` is a registered message class, or the unregistered base of a method's family of
+    # messages (no KIND) when the kind depends on the run's state, e.g. FedCRef's uploads.
+    msg = decode_payload(arr, method=cls.METHOD or None, kind=cls.KIND or None)
+    if not isinstance(msg, cls):
         raise MessageError(f"expected a {cls.__name__} {what}, got {type(msg).__name__}")
     return msg
 

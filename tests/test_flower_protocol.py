@@ -420,3 +420,40 @@ def test_stale_state_files_of_interrupted_runs_are_removed(tmp_path):
     w.summarize({"method": "kfed", "params": {"n_clusters": 4}, "random_state": 0}, run_key="new")
     assert sorted(p.name for p in sdir.iterdir()) == sorted([recent.name, other_client.name,
                                                              ".fastfc-state-new-client0.npz"])
+
+
+def test_fedcref_over_the_driver_equals_fit_clients(tmp_path):
+    """FedCRef (multi-round, model-based) over the transport-independent driver: every client's global
+    labels, the number of rounds and the bytes of every message equal fit_clients. The task goes through
+    JSON as over Flower, so the per-client ``init_labels`` / ``n_local_clusters`` travel as lists."""
+    from sklearn.datasets import load_digits
+
+    from fastfc.datasets import dirty_labels
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    rng = np.random.default_rng(0)
+    X_clients, init = [], []
+    for s in ((0, 1), (0, 1, 2), (1, 2)):
+        idx = rng.permutation(np.concatenate([rng.choice(np.flatnonzero(y == c), 40, replace=False) for c in s]))
+        X_clients.append(X[idx])
+        init.append(dirty_labels(y[idx], 0.3, rng).tolist())
+    params = {"init_labels": init, "n_local_clusters": [2, 3, 2], "hidden_layer_sizes": [32, 16, 32],
+              "local_epochs": 40, "fl_rounds": 2, "fl_epochs": 5, "fl_first_epochs": 2, "max_iter": 2,
+              "theta": 0.35, "learning_rate": 5e-3}
+    task = json.loads(json.dumps({"method": "fedcref", "params": params, "random_state": 3}))
+    workers = _write_clients(tmp_path, X_clients)
+    calls = []
+    report = run_server_phases(_memory_send(workers, calls=calls), list(workers), task, min_clients=len(workers))
+    ref = make_estimator("fedcref", random_state=3, **params).fit_clients(X_clients)
+    assert ref.history_["n_groups"].max() >= 1  # groups formed: FedAvg rounds really ran
+    assert ref.n_iter_ == 2 and ref.n_rounds_ >= 8  # 2 iterations of >= 3 rounds, FedAvg in one
+    assert report.missing == [] and report.rounds == ref.n_rounds_
+    assert calls == [("summarize", 0)] + [("round", r) for r in range(1, ref.n_rounds_)] + \
+        [("assign", ref.n_rounds_ - 1)]
+    for i, lab in enumerate(ref.client_labels_):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), lab)
+    n = len(X_clients)
+    assert [[u[i] for i in range(n)] for u in report.bytes_up] == ref.bytes_up_.tolist()
+    assert [[d[i] for i in range(n)] for d in report.bytes_down] == ref.bytes_down_.tolist()
+    assert _state_files(tmp_path) == []
