@@ -55,6 +55,32 @@ def _refine():
     return module
 
 
+def _check_batch(messages: Sequence[Message], cls, *, round: int | None = None) -> list[Message]:
+    """What the server checks of one round's uploads: at least one, each a ``cls`` (a class or a tuple of
+    classes) stamped with ``round`` (when given), no client twice, one feature count."""
+    messages = list(messages)
+    what = "client summaries" if round is None else f"uploads in round {round}"
+    if not messages:
+        raise ValueError(f"no {what}: at least one client is required")
+    names = cls.__name__ if isinstance(cls, type) else " or ".join(c.__name__ for c in cls)
+    for i, m in enumerate(messages):
+        if not isinstance(m, cls):
+            where = f"summary {i}" if round is None else f"upload {i} of round {round}"
+            raise MessageError(f"{where} is a {type(m).__name__}, expected {names}")
+        if round is not None and m.round != round:
+            raise MessageError(f"upload {i} is stamped round {m.round}, but this is round {round}")
+    clients = [m.client for m in messages if m.client is not None]
+    if len(set(clients)) != len(clients):
+        dup = sorted({c for c in clients if clients.count(c) > 1})
+        tail = ": every client summarises once" if round is None else ""
+        raise MessageError(f"several {'summaries' if round is None else f'uploads of round {round}'} come from "
+                           f"client(s) {dup}{tail}")
+    dims = {int(m.n_features) for m in messages}
+    if len(dims) > 1:
+        raise ValueError(f"{what} have different feature counts: {sorted(dims)}")
+    return messages
+
+
 class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     """Common machinery of fastfc's one-shot federated clusterers.
 
@@ -429,23 +455,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         return broadcast
 
     def _check_uploads(self, uploads: Sequence[Message], round: int) -> list[Message]:
-        uploads = list(uploads)
-        if not uploads:
-            raise ValueError(f"no uploads in round {round}: at least one client is required")
-        cls = self._upload_cls(round)
-        for i, u in enumerate(uploads):
-            if not isinstance(u, cls):
-                raise MessageError(f"upload {i} of round {round} is a {type(u).__name__}, expected {cls.__name__}")
-            if u.round != round:
-                raise MessageError(f"upload {i} is stamped round {u.round}, but this is round {round}")
-        clients = [u.client for u in uploads if u.client is not None]
-        if len(set(clients)) != len(clients):
-            dup = sorted({c for c in clients if clients.count(c) > 1})
-            raise MessageError(f"several uploads of round {round} come from client(s) {dup}")
-        dims = {int(u.n_features) for u in uploads}
-        if len(dims) > 1:
-            raise ValueError(f"round {round} uploads have different feature counts: {sorted(dims)}")
-        return uploads
+        return _check_batch(uploads, self._upload_cls(round), round=round)
 
     def _run_server_start(self, model: Message, replies: list[Message], summaries: list[Message], entropy: int,
                           restart: int, n_threads: int) -> tuple[list[Message], ServerState, bool]:
@@ -548,22 +558,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         return reply
 
     def _check_summaries(self, summaries: Sequence[Message]) -> list[Message]:
-        summaries = list(summaries)
-        if not summaries:
-            raise ValueError("no client summaries: at least one client is required")
-        for i, s in enumerate(summaries):
-            if not isinstance(s, self._summary_cls):
-                raise MessageError(
-                    f"summary {i} is a {type(s).__name__}, expected {self._summary_cls.__name__}"
-                )
-        clients = [s.client for s in summaries if s.client is not None]
-        if len(set(clients)) != len(clients):
-            dup = sorted({c for c in clients if clients.count(c) > 1})
-            raise MessageError(f"several summaries come from client(s) {dup}: every client summarises once")
-        dims = {int(s.n_features) for s in summaries}
-        if len(dims) > 1:
-            raise ValueError(f"client summaries have different feature counts: {sorted(dims)}")
-        return summaries
+        return _check_batch(summaries, self._summary_cls)
 
     # ---------------------------------------------------------------- fitting
     def fit(self, X, y=None, *, client_ids=None):
