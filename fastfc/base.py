@@ -436,8 +436,26 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
             raise StateError(f"server_round {round} needs the server state of round {round - 1}, "
                              f"got round {server_state.round}")
         uploads = self._check_uploads(uploads, round)
+        for u in uploads:
+            self._check_round_upload(u, server_state, round)
         with limit_blas_threads(n_threads):
             return self._run_server_round(uploads, server_state, entropy, restart, round, n_threads)
+
+    def _check_round_upload(self, upload: Message, server_state: ServerState, round: int) -> None:
+        """Raise :class:`MessageError` when one well-formed upload of round ``round >= 1`` does not fit the
+        server's state (so a driver can blame its sender alone). Default: a refinement upload must have one
+        entry per global centre, the model's feature count, and (round 1) its feature moments."""
+        refine = _refine()
+        if not isinstance(upload, refine.RefineStats):
+            return
+        centers = server_state.values["centers"] if round > 1 else server_state.model.centers
+        k, d = np.shape(centers)
+        who = f"client {upload.client}" if upload.client is not None else "an upload"
+        if upload.counts.shape[0] != k or upload.n_features != d:
+            raise MessageError(f"{who}: its round-{round} refinement upload has {upload.counts.shape[0]} clusters x "
+                               f"{upload.n_features} features, the server has {k} x {d}")
+        if round == 1 and upload.moments.shape[0] != 3:
+            raise MessageError(f"{who}: its first refinement upload carries no feature moments")
 
     def _check_broadcast(self, broadcast, state: ClientState, round: int) -> Message:
         cls = self._broadcast_cls(round)

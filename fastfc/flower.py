@@ -428,7 +428,7 @@ SendFn = Callable[[str, dict, dict], dict]
 
 
 def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
-                  known: Mapping[str, int] | None) -> tuple[dict, list[ClientFailure], set[str]]:
+                  known: Mapping[str, int] | None, server_state=None) -> tuple[dict, list[ClientFailure], set[str]]:
     """Validate the replies of round ``rnd``: ``({client: (node, upload, n_bytes)}, failures, answered)``.
 
     ``answered`` holds every node that replied at all (valid or not): those are reachable.
@@ -481,6 +481,12 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
         if idx in by_index:
             fail(node, f"duplicate client-index {idx} (also {by_index[idx][0]})", idx)
             continue
+        if server_state is not None:
+            try:  # well-formed, but does it fit the server's state (e.g. one entry per global centre)?
+                est._check_round_upload(upload, server_state, rnd)
+            except MessageError as exc:
+                fail(node, f"{what} does not fit the run: {exc}", idx)
+                continue
         by_index[idx] = (node, upload, int(np.asarray(payload).size))
     return by_index, failures, answered
 
@@ -607,7 +613,7 @@ def run_server_phases(
         asked = [node_of[i] for i in sorted(sent)]
         round_task = {**task, "restart": restart, "round": rnd}
         out = send("round", {node_of[i]: sent[i] for i in sorted(sent)}, round_task)
-        by_index, failures, answered = _read_uploads(out, asked, est, rnd, n_clients, index_of)
+        by_index, failures, answered = _read_uploads(out, asked, est, rnd, n_clients, index_of, server_state)
         _policy(by_index, failures, len(asked), rnd, **policy, send=send, answered=answered, task=round_task)
         report.missing.extend(failures)
         dropped |= answered - {v[0] for v in by_index.values()}

@@ -315,8 +315,22 @@ def _summary_again(arr, history):
     return history[0]  # its round-0 summary: another message class than a round-2 upload
 
 
+def _extra_cluster(arr, history):
+    """A well-formed refinement upload (valid digest, right address and round) with one cluster too many."""
+    from fastfc._refine import RefineStats
+    from fastfc.flower import encode_payload
+    from fastfc.protocol import decode_message
+
+    msg = decode_message(arr.tobytes())
+    k, d = msg.sums.shape
+    bad = RefineStats(counts=np.append(msg.counts, 1), sums=np.vstack([msg.sums, np.zeros((1, d))]),
+                      inertia=np.append(msg.inertia, 0.0), moments=msg.moments, n_features=d)
+    return encode_payload(bad.addressed(client=msg.client, round=msg.round))
+
+
 @pytest.mark.parametrize("tamper, reason", [
     (_flip, "malformed round-2 upload rejected: .*digest"),
+    (_extra_cluster, "round-2 upload does not fit the run: client 1: its round-2 refinement upload has 5 clusters"),
     (_readdress, "round-2 upload addressed to client 0 but sent as client-index 1"),
     (_replay_round_1, "round-2 upload stamped round 1, but this is round 2"),
     (_summary_again, "malformed round-2 upload rejected: expected a 'refine' message"),

@@ -205,3 +205,24 @@ def test_fedkmeans_default_finds_twenty_clusters():
     Xc, yc = make_sanity_case(SanityCase(n_clusters=20, seed=1))
     est = FedKMeans(n_clusters=20, random_state=1).fit_clients(Xc)
     assert adjusted_rand_score(np.concatenate(yc), est.labels_) >= 0.99
+
+
+def test_server_round_names_the_client_whose_upload_does_not_fit():
+    """A well-formed refinement upload with the wrong number of clusters is that client's fault, with a clear error."""
+    from fastfc.protocol import MessageError
+
+    X, _ = _blobs(8, n=300)
+    Xc = _split(X, 2, 8)
+    est = KFed(n_clusters=3, refine_rounds=2, random_state=0)
+    ups, states = zip(*[est.client_round(x, round=0, client_index=i, random_state=0) for i, x in enumerate(Xc)])
+    bc, sst, _ = est.server_round(list(ups), round=0, random_state=0)
+    out = [est.client_round(x, states[i], bc[i], round=1, random_state=0)[0] for i, x in enumerate(Xc)]
+    u = out[1]
+    bad = RefineStats(counts=np.append(u.counts, 0), sums=np.vstack([u.sums, np.zeros((1, u.n_features))]),
+                      inertia=u.inertia, moments=u.moments, n_features=u.n_features).addressed(client=1, round=1)
+    with pytest.raises(MessageError, match="client 1: its round-1 refinement upload has 4 clusters"):
+        est.server_round([out[0], bad], sst, round=1, random_state=0)
+    no_moments = RefineStats(counts=u.counts, sums=u.sums, inertia=u.inertia, moments=np.zeros((0, u.n_features)),
+                             n_features=u.n_features).addressed(client=1, round=1)
+    with pytest.raises(MessageError, match="client 1: its first refinement upload carries no feature moments"):
+        est.server_round([out[0], no_moments], sst, round=1, random_state=0)
