@@ -52,8 +52,9 @@ class RefineStats(Message):
     inertia : ndarray of shape (k,) or (0,), float
         Sum of the rows' squared (weighted) distances to their cluster's broadcast
         centre; empty in round 1 (labels come from the one-shot reply there).
-    moments : ndarray of shape (3, n_features) or (0, n_features), float
-        Per-feature count, mean and variance of the client's rows (round 1 only).
+    feature_stats : ndarray of shape (3, n_features) or (0, n_features), float
+        Per-feature count, mean and variance of the client's rows (round 1 only), as the
+        one-shot summaries' ``feature_stats`` (:func:`fastfc._units.feature_moments`).
     n_features : int
     """
 
@@ -63,12 +64,12 @@ class RefineStats(Message):
         "counts": ArraySpec("i", 1, min_value=0),
         "sums": ArraySpec("f", 2),
         "inertia": ArraySpec("f", 1, min_value=0.0),
-        "moments": ArraySpec("f", 2),
+        "feature_stats": ArraySpec("f", 2),
     }
     counts: np.ndarray
     sums: np.ndarray
     inertia: np.ndarray
-    moments: np.ndarray
+    feature_stats: np.ndarray
     n_features: int
 
     def _check_consistency(self) -> None:
@@ -78,13 +79,9 @@ class RefineStats(Message):
         self._check_shape("sums", (k, d))
         if self.inertia.shape not in ((k,), (0,)):
             self._fail(f"inertia shape {self.inertia.shape} must be ({k},) or (0,)")
-        if self.moments.shape not in ((3, d), (0, d)):
-            self._fail(f"moments shape {self.moments.shape} must be (3, {d}) or (0, {d})")
-        if self.moments.shape[0]:
-            if (self.moments[0] < 0).any() or (self.moments[2] < 0).any():
-                self._fail("moments: counts and variances must be non-negative")
-            if not (self.moments[0] == self.moments[0, 0]).all():
-                self._fail("moments: the count row must be the same for every feature")
+        _units.check_unit_fields(self)
+        if self.feature_stats.size and not (self.feature_stats[0] == self.feature_stats[0, 0]).all():
+            self._fail("feature_stats: the count row must be the same for every feature")
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,7 +145,7 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         from ._lloyd import lloyd_stats
 
         counts, sums, inertia = lloyd_stats(X, broadcast.centers, broadcast.weight, n_jobs=n_threads)
-        moments = np.zeros((0, d))
+        stats = np.zeros((0, d))
     else:
         k = int(broadcast.centers.shape[0])
         labels = np.asarray(one_shot_labels(), dtype=np.int64)
@@ -157,8 +154,8 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         centers = np.ascontiguousarray(broadcast.centers, dtype=np.float64)
         counts, sums = label_sums(X, labels, centers)
         inertia = np.zeros(0)
-        moments = _units.feature_moments(X)
-    return RefineStats(counts=np.asarray(counts, dtype=np.int64), sums=sums, inertia=inertia, moments=moments,
+        stats = _units.feature_moments(X)
+    return RefineStats(counts=np.asarray(counts, dtype=np.int64), sums=sums, inertia=inertia, feature_stats=stats,
                        n_features=d)
 
 

@@ -436,8 +436,6 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
             raise StateError(f"server_round {round} needs the server state of round {round - 1}, "
                              f"got round {server_state.round}")
         uploads = self._check_uploads(uploads, round)
-        for u in uploads:
-            self._check_round_upload(u, server_state, round)
         with limit_blas_threads(n_threads):
             return self._run_server_round(uploads, server_state, entropy, restart, round, n_threads)
 
@@ -454,7 +452,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         if upload.counts.shape[0] != k or upload.n_features != d:
             raise MessageError(f"{who}: its round-{round} refinement upload has {upload.counts.shape[0]} clusters x "
                                f"{upload.n_features} features, the server has {k} x {d}")
-        if round == 1 and upload.moments.shape[0] != 3:
+        if round == 1 and upload.feature_stats.shape[0] != 3:
             raise MessageError(f"{who}: its first refinement upload carries no feature moments")
 
     def _check_broadcast(self, broadcast, state: ClientState, round: int) -> Message:
@@ -484,6 +482,8 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
 
     def _run_server_round(self, uploads: list[Message], server_state: ServerState, entropy: int, restart: int,
                           round: int, n_threads: int) -> tuple[list[Message], ServerState, bool]:
+        for u in uploads:  # one place for the fit of each upload to the server's state (every driver)
+            self._check_round_upload(u, server_state, round)
         with pinned_worker():
             broadcasts, values, done = self._server_round(uploads, server_state,
                                                           server_rng(entropy, restart, round), n_threads, round)
@@ -514,9 +514,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         values = dict(server_state.values)
         model = server_state.model
         if round == 1:
-            if any(u.moments.shape[0] != 3 for u in uploads):
-                raise MessageError("a first-round refinement upload carries no feature moments")
-            setup = _refine().setup_from_moments([u.moments for u in uploads], getattr(model, "feature_weight", None),
+            setup = _refine().setup_from_moments([u.feature_stats for u in uploads], getattr(model, "feature_weight", None),
                                        self._refine_standardize(), self.refine_tol, who=type(self).__name__)
             centers = np.asarray(model.centers, dtype=np.float64)
             history: list = []

@@ -157,8 +157,8 @@ class FedKMeans(BaseFederatedClusterer):
         return int(self.max_rounds)
 
     def _refine_standardize(self) -> bool:
-        seeder = self._seeder()
-        return seeder._refine_standardize() if not isinstance(self.init, str) else self.units == "federated"
+        # with init="k-means++" the seeding model's own feature weights set the units (None: raw)
+        return self._seeder()._refine_standardize()
 
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         self._seeder()._check_clients_vs_params(X_clients)

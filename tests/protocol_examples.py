@@ -71,7 +71,7 @@ def _refine_stats(rng, k, d, m):
     first = m % 2 == 0  # round-1 uploads carry moments and no inertia
     moments = np.vstack([np.full(d, float(m)), rng.normal(size=d), rng.random(d)]) if first else np.zeros((0, d))
     return RefineStats(counts=rng.integers(0, 9, k), sums=rng.normal(size=(k, d)),
-                       inertia=np.zeros(0) if first else rng.random(k), moments=moments, n_features=d)
+                       inertia=np.zeros(0) if first else rng.random(k), feature_stats=moments, n_features=d)
 
 
 def _refine_centers(rng, k, d, m):

@@ -324,7 +324,7 @@ def _extra_cluster(arr, history):
     msg = decode_message(arr.tobytes())
     k, d = msg.sums.shape
     bad = RefineStats(counts=np.append(msg.counts, 1), sums=np.vstack([msg.sums, np.zeros((1, d))]),
-                      inertia=np.append(msg.inertia, 0.0), moments=msg.moments, n_features=d)
+                      inertia=np.append(msg.inertia, 0.0), feature_stats=msg.feature_stats, n_features=d)
     return encode_payload(bad.addressed(client=msg.client, round=msg.round))
 
 

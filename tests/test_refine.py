@@ -128,7 +128,7 @@ def test_stop_rule_and_wire_contents():
     # what crosses per refinement round: k (d + 2) numbers up plus 3 d moments in round 1; k d + d down
     k, d = 5, X.shape[1]
     up1 = RefineStats(counts=np.zeros(k, np.int64), sums=np.zeros((k, d)), inertia=np.zeros(0),
-                      moments=np.zeros((3, d)), n_features=d).addressed(client=0, round=1)
+                      feature_stats=np.zeros((3, d)), n_features=d).addressed(client=0, round=1)
     assert (tight.bytes_up_[1] == up1.wire_size).all()
     assert (tight.bytes_up_[1] - 8 * (k + k * d + 3 * d) < 400).all()  # a few hundred bytes of header
     assert (tight.bytes_up_[2:] < tight.bytes_up_[1]).all()
@@ -219,10 +219,10 @@ def test_server_round_names_the_client_whose_upload_does_not_fit():
     out = [est.client_round(x, states[i], bc[i], round=1, random_state=0)[0] for i, x in enumerate(Xc)]
     u = out[1]
     bad = RefineStats(counts=np.append(u.counts, 0), sums=np.vstack([u.sums, np.zeros((1, u.n_features))]),
-                      inertia=u.inertia, moments=u.moments, n_features=u.n_features).addressed(client=1, round=1)
+                      inertia=u.inertia, feature_stats=u.feature_stats, n_features=u.n_features).addressed(client=1, round=1)
     with pytest.raises(MessageError, match="client 1: its round-1 refinement upload has 4 clusters"):
         est.server_round([out[0], bad], sst, round=1, random_state=0)
-    no_moments = RefineStats(counts=u.counts, sums=u.sums, inertia=u.inertia, moments=np.zeros((0, u.n_features)),
+    no_moments = RefineStats(counts=u.counts, sums=u.sums, inertia=u.inertia, feature_stats=np.zeros((0, u.n_features)),
                              n_features=u.n_features).addressed(client=1, round=1)
     with pytest.raises(MessageError, match="client 1: its first refinement upload carries no feature moments"):
         est.server_round([out[0], no_moments], sst, round=1, random_state=0)
