@@ -464,6 +464,8 @@ class FedCRef(BaseFederatedClusterer):
     }
     _summary_cls = FedCRefModels
     _reply_cls = FedCRefModelSet
+    #: fedcref_scores reads the partition each client's last association was scored on
+    _saved_private_attributes = ("_assoc_labels",)
 
     def __init__(self, n_local_clusters=None, *, init_labels=None, alpha: float = 75.0, theta: float = 0.2,
                  tau: float = 0.8, match_policy: str = "best", max_iter: int = 30, local_epochs: int = 20,
