@@ -632,8 +632,9 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         -------
         self : object
             Fitted estimator with ``client_labels_`` (one array per client),
-            ``labels_`` (their concatenation in client order) and
-            ``n_restarts_`` (whole-run restarts).
+            ``labels_`` (their concatenation in client order),
+            ``n_restarts_`` (whole-run restarts) and ``client_seconds_`` (per
+            client: seconds of its own phases, in the worker that ran them).
 
         Notes
         -----
@@ -671,6 +672,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         self.bytes_up_ = np.asarray(result.bytes_up, dtype=np.int64)
         self.bytes_down_ = np.asarray(result.bytes_down, dtype=np.int64)
         self.round_seconds_ = np.asarray(result.round_seconds, dtype=np.float64)
+        self.client_seconds_ = np.asarray(result.client_seconds, dtype=np.float64)
         self._set_model_attributes(result.model)
         replies0 = result.replies if result.server_state is None else result.server_state["replies"]
         self._set_client_attributes(result.states, replies0)
