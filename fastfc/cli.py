@@ -264,7 +264,8 @@ def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list,
             warnings.append("--no-standardize changes nothing: a client file is used as stored (never z-scored)")
         for message in warnings:
             print(f"fastfc: warning: {message}", file=sys.stderr)
-        return X_clients, y_clients, {"split": None, "split_params": {}, "standardize": False, "warnings": warnings}
+        return X_clients, y_clients, {"split": None, "split_params": {}, "standardize": False, "warnings": warnings,
+                                      "source": {"dataset": args.dataset, "sha256": _file_sha256(args.dataset)}}
     split = given.get("split", _SPLIT_OPTIONS["split"][1])
     stray = [dest for dest, (applies, _) in _SPLIT_OPTIONS.items() if dest in given and applies not in (None, split)]
     if stray:
@@ -607,10 +608,11 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
             raise ValueError(f"--data FILE: the recorded run used --dataset, not a data file")
         argv[argv.index("--data") + 1] = args.data
     run_args = _build_parser().parse_args(["run", *argv, *(["--json"] if args.json else [])])
-    if run_args.data is not None and source.get("sha256") is not None:
-        digest = _file_sha256(run_args.data)
+    path = run_args.data if run_args.data is not None else run_args.dataset
+    if isinstance(source, dict) and isinstance(source.get("sha256"), str):
+        digest = _file_sha256(path)
         if digest != source["sha256"]:
-            raise _CommandError(f"{run_args.data} is not the file of the recorded run (SHA-256 {digest[:12]}..., "
+            raise _CommandError(f"{path} is not the file of the recorded run (SHA-256 {digest[:12]}..., "
                                 f"recorded {source['sha256'][:12]}...)")
     run_args.save = args.save
     res, est = _fit_and_report(run_args)
