@@ -232,3 +232,16 @@ def test_dataset_and_data_are_exclusive(iris_csv, capsys):
     with pytest.raises(SystemExit) as info:
         main(["run", "kfed", "--data", str(iris_csv[0]), "--dataset", "iris"])
     assert info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_rerun_of_a_client_file_checks_its_digest(tmp_path, capsys):
+    from fastfc.datasets import save_client_npz
+
+    X, y = load_dataset("wine", standardize=True)
+    save_client_npz(tmp_path / "c.npz", [X[:90], X[90:]], [y[:90], y[90:]])
+    res = _json_run(capsys, ["run", "gold", "--dataset", str(tmp_path / "c.npz")])
+    (tmp_path / "run.json").write_text(json.dumps(res))
+    assert _json_run(capsys, ["rerun", str(tmp_path / "run.json")])["reproduces"]["identical_labels"] is True
+    save_client_npz(tmp_path / "c.npz", [X[:80], X[80:]], [y[:80], y[80:]])
+    assert main(["rerun", str(tmp_path / "run.json")]) == 2
+    assert "is not the file of the recorded run" in capsys.readouterr().err
