@@ -896,6 +896,20 @@ class FedCRef(BaseFederatedClusterer):
             return [ms] * len(uploads), values, False
         raise MessageError(f"FedCRef's server does not handle {kind.__name__} uploads")  # pragma: no cover
 
+    def predict(self, X):
+        """Not available: FedCRef keeps no global centres to label new rows with.
+
+        Its labels are those of the clients' own rows (``labels_``, ``client_labels_``),
+        from the per-cluster models each client keeps.
+
+        Raises
+        ------
+        NotImplementedError
+            Always.
+        """
+        raise NotImplementedError("FedCRef keeps no global centres, so it has no predict for new rows: its labels "
+                                  "are those of the clients' own rows (labels_, client_labels_)")
+
     # ------------------------------------------------------------- fitted attributes
     def _set_model_attributes(self, model) -> None:
         pass

@@ -245,3 +245,16 @@ def test_rerun_of_a_client_file_checks_its_digest(tmp_path, capsys):
     save_client_npz(tmp_path / "c.npz", [X[:80], X[80:]], [y[:80], y[80:]])
     assert main(["rerun", str(tmp_path / "run.json")]) == 2
     assert "is not the file of the recorded run" in capsys.readouterr().err
+
+
+def test_predict_with_a_model_without_centres(tmp_path, capsys):
+    """A FedCRef model loads, but has no centres to label new rows with: one clear line, status 2."""
+    from fastfc import FedCRef
+
+    rng = np.random.default_rng(0)
+    X = np.clip(np.vstack([rng.normal(m, 0.05, size=(40, 3)) for m in (0.2, 0.8)]), 0, 1)
+    FedCRef(n_local_clusters=2, hidden_layer_sizes=(4,), local_epochs=1, fl_rounds=1, fl_epochs=1,
+            fl_first_epochs=1, max_iter=1, random_state=0).fit_clients([X[::2], X[1::2]]).save(tmp_path / "f.ffc")
+    np.save(tmp_path / "X.npy", X)
+    assert main(["predict", str(tmp_path / "f.ffc"), "--data", str(tmp_path / "X.npy")]) == 2
+    assert "holds a FedCRef model, which keeps no global centres" in capsys.readouterr().err

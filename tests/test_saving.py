@@ -158,7 +158,7 @@ def test_fedcref_round_trip(tmp_path):
     _same(est._assoc_labels, back._assoc_labels, "_assoc_labels")
     assert fedcref_scores(back, yc) == pytest.approx(fedcref_scores(est, yc), nan_ok=True)
     for e in (est, back):
-        with pytest.raises(NotFittedError):
+        with pytest.raises(NotImplementedError, match="no global centres"):
             e.predict(X[:3])
 
 
