@@ -18,6 +18,13 @@ a fitted estimator as one ``.npz`` archive (readable by
   Like the protocol's digest it is not a signature: everything is checked
   whatever it says.
 
+What the file holds
+    Everything the fit kept: besides the global model, every client's labels
+    and round-0 summary (``client_labels_``, ``client_summaries_``). A model
+    fitted in one process on every client's data is therefore the
+    federation's record, not only the server's model: share it only where
+    those may go.
+
 What can be saved
     Parameters and fitted attributes made of ``None``, bools, ints, floats
     (also NaN and infinities), strings, lists, tuples, dicts, numeric numpy
@@ -61,7 +68,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ModelFileError", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "save_model", "load", "model_to_bytes",
-           "model_from_bytes", "model_info"]
+           "model_from_bytes"]
 
 MODEL_FORMAT = "fastfc-model"
 #: version of the file layout this fastfc writes; it reads versions 1..MODEL_FORMAT_VERSION
@@ -580,21 +587,3 @@ def load(path: str | os.PathLike, *, method: type | str | None = None):
         return model_from_bytes(data, method=method)
     except ModelFileError as exc:
         raise ModelFileError(f"{os.fspath(path)}: {exc}") from exc.__cause__
-
-
-def model_info(path: str | os.PathLike) -> dict[str, Any]:
-    """The header facts of a model file: ``method``, ``format_version``, ``fastfc_version`` (checked as :func:`load`).
-
-    Parameters
-    ----------
-    path : str or path-like
-
-    Returns
-    -------
-    info : dict
-    """
-    est = load(path)
-    with open(path, "rb") as fh:
-        header, _ = _read_header(_read_archive(fh.read()))
-    return {"method": type(est).__name__, "format_version": header["format_version"],
-            "fastfc_version": header["fastfc_version"]}

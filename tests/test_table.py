@@ -135,3 +135,12 @@ def test_parquet(tmp_path):
         load_table(tmp_path / "e.parquet", client_column="s")
     with pytest.raises(TableError, match=r"non-numeric value 'u' at row 1, column 's'"):
         load_table(tmp_path / "e.parquet", label_column="x")
+
+
+def test_integer_ids_only_when_written_as_integers(tmp_path):
+    """'007' and '7' are two clients (ids stay strings); '-3', '0', '12' are integers."""
+    p = _write(tmp_path / "d.csv", "id,x\n007,1\n7,2\n7,3\n")
+    t = load_table(p, client_column="id")
+    assert t.client_ids.tolist() == ["007", "7", "7"] and t.clients()[2] == ["007", "7"]
+    p = _write(tmp_path / "e.csv", "id,x\n-3,1\n0,2\n12,3\n")
+    assert load_table(p, client_column="id").client_ids.tolist() == [-3, 0, 12]

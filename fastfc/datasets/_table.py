@@ -87,7 +87,7 @@ def _fail(path: str, message: str) -> TableError:
 
 
 def _ids(values: np.ndarray) -> np.ndarray:
-    """Client ids or label values as int64 when every one is an integer, else as strings."""
+    """Client ids or label values as int64 when every one is an integer (written as such), else as strings."""
     if values.dtype.kind in "iub":
         return values.astype(np.int64)
     if values.dtype.kind == "f":
@@ -95,7 +95,8 @@ def _ids(values: np.ndarray) -> np.ndarray:
             return values.astype(np.int64)
         return values.astype(str)
     text = np.array([str(v).strip() for v in values], dtype=str)
-    if text.size and all(re.fullmatch(r"[+-]?[0-9]+", t) for t in text):
+    # integers only when every text is an integer's own spelling: "007" and "7" stay two ids
+    if text.size and all(re.fullmatch(r"-?(0|[1-9][0-9]{0,17})", t) for t in text):
         return np.array([int(t) for t in text], dtype=np.int64)
     return text
 
