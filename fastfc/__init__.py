@@ -23,9 +23,32 @@ _ESTIMATORS = {
     "FedKMeans": "fastfc.fed_kmeans",
     "FedCRef": "fastfc.fedcref",
 }
-_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc", "fed_kmeans", "fedcref")
+_SUBMODULES = ("datasets", "metrics", "protocol", "base", "kfed", "fed_hire", "gold", "experiment", "feca", "fed_kstar_hc", "fed_kmeans", "fedcref", "saving")
 
-__all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__"]
+__all__ = sorted(_ESTIMATORS) + list(_SUBMODULES) + ["__version__", "load"]
+
+
+def load(path, *, method=None):
+    """Load a fitted estimator saved with ``est.save(path)`` (no pickle); see :func:`fastfc.saving.load`.
+
+    Parameters
+    ----------
+    path : str or path-like
+    method : estimator class or class name, default=None
+        Require this estimator.
+
+    Returns
+    -------
+    est : fitted estimator, of the class that saved it
+
+    Raises
+    ------
+    fastfc.saving.ModelFileError
+        The file is not a valid model file, is of a newer format, or holds another method's model.
+    """
+    from .saving import load as _load
+
+    return _load(path, method=method)
 
 
 def __getattr__(name: str):

@@ -71,6 +71,9 @@ class RunResult:
     timings : dict
         ``client`` (round-0 clients), ``server`` (round-0 server), ``rounds`` (later rounds),
         ``assign`` and ``total`` seconds.
+    client_seconds : list of float
+        Per client: seconds of its own phases (every round-0 attempt, later rounds, assign),
+        measured in the worker that ran them.
     """
 
     labels: list
@@ -84,21 +87,34 @@ class RunResult:
     bytes_down: list = field(default_factory=list)
     round_seconds: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    client_seconds: list = field(default_factory=list)
+
+
+def _timed(fn, seconds: list):
+    """``fn`` wrapped to add each call's wall time to ``seconds[i]`` (one slot per client, so threads never share)."""
+    def run(i):
+        t = time.perf_counter()
+        try:
+            return fn(i)
+        finally:
+            seconds[i] += time.perf_counter() - t
+
+    return run
 
 
 def _tick(progress: Report | None, phase: str):
     return None if progress is None else (lambda done, total: progress(phase, done, total))
 
 
-def _assign_all(est, X_clients, states, replies, plan: ThreadPlan, progress) -> list:
+def _assign_all(est, X_clients, states, replies, plan: ThreadPlan, progress, seconds: list) -> list:
     with limit_blas_threads(plan.per_client):
         return map_clients(
-            lambda i: est._run_assign(X_clients[i], states[i], replies[i], plan.per_client),
+            _timed(lambda i: est._run_assign(X_clients[i], states[i], replies[i], plan.per_client), seconds),
             len(X_clients), plan.workers, _tick(progress, "assign"),
         )
 
 
-def _round_zero(est, X_clients, entropy: int, plan: ThreadPlan, progress: Report | None):
+def _round_zero(est, X_clients, entropy: int, plan: ThreadPlan, progress: Report | None, seconds: list):
     """Round 0 with whole-run restarts: (summaries, states, model, replies, restart, t_clients, t_server)."""
     n_clients = len(X_clients)
     max_restarts = est._max_restarts()
@@ -109,7 +125,7 @@ def _round_zero(est, X_clients, entropy: int, plan: ThreadPlan, progress: Report
         t0 = time.perf_counter()
         with limit_blas_threads(plan.per_client):
             client_out = map_clients(
-                lambda i: est._run_summarize(X_clients[i], i, entropy, restart, plan.per_client),
+                _timed(lambda i: est._run_summarize(X_clients[i], i, entropy, restart, plan.per_client), seconds),
                 n_clients, plan.workers, _tick(progress, "summarize"),
             )
         t1 = time.perf_counter()
@@ -135,15 +151,17 @@ def run_one_shot(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entro
                  progress: Report | None = None) -> RunResult:
     """Summarize, aggregate (with restarts), assign: the one-shot methods' flow."""
     t0 = time.perf_counter()
-    summaries, states, model, replies, restart, t_cl, t_sv = _round_zero(est, X_clients, entropy, plan, progress)
+    seconds = [0.0] * len(X_clients)
+    summaries, states, model, replies, restart, t_cl, t_sv = _round_zero(est, X_clients, entropy, plan, progress,
+                                                                         seconds)
     t2 = time.perf_counter()
-    labels = _assign_all(est, X_clients, states, replies, plan, progress)
+    labels = _assign_all(est, X_clients, states, replies, plan, progress, seconds)
     t3 = time.perf_counter()
     return RunResult(
         labels=labels, summaries=summaries, model=model, states=states, replies=replies, restarts=restart,
         bytes_up=[[s.wire_size for s in summaries]], bytes_down=[[r.wire_size for r in replies]],
         round_seconds=[t2 - t0],
-        timings={"client": t_cl, "server": t_sv, "assign": t3 - t2, "total": t3 - t0},
+        timings={"client": t_cl, "server": t_sv, "assign": t3 - t2, "total": t3 - t0}, client_seconds=seconds,
     )
 
 
@@ -158,7 +176,9 @@ def run_rounds(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy
     """
     n_clients = len(X_clients)
     t0 = time.perf_counter()
-    summaries, states, model, replies, restart, t_cl, t_sv = _round_zero(est, X_clients, entropy, plan, progress)
+    seconds = [0.0] * len(X_clients)
+    summaries, states, model, replies, restart, t_cl, t_sv = _round_zero(est, X_clients, entropy, plan, progress,
+                                                                         seconds)
     with limit_blas_threads(plan.server):
         broadcasts, server_state, done = est._run_server_start(model, replies, summaries, entropy, restart,
                                                                plan.server)
@@ -177,8 +197,8 @@ def run_rounds(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy
         tr = time.perf_counter()
         with limit_blas_threads(plan.per_client):
             out = map_clients(
-                lambda i: est._run_client_round(X_clients[i], states[i], broadcasts[i], i, entropy, restart, r,
-                                                plan.per_client),
+                _timed(lambda i: est._run_client_round(X_clients[i], states[i], broadcasts[i], i, entropy, restart,
+                                                       r, plan.per_client), seconds),
                 n_clients, plan.workers, None,
             )
         uploads = [u for u, _ in out]
@@ -190,7 +210,7 @@ def run_rounds(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy
         bytes_down.append([b.wire_size for b in broadcasts])
         round_seconds.append(time.perf_counter() - tr)
     t2 = time.perf_counter()
-    labels = _assign_all(est, X_clients, states, broadcasts, plan, progress)
+    labels = _assign_all(est, X_clients, states, broadcasts, plan, progress, seconds)
     t3 = time.perf_counter()
     return RunResult(
         labels=labels, summaries=summaries, model=model, states=states, replies=broadcasts,
@@ -198,4 +218,5 @@ def run_rounds(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy
         round_seconds=round_seconds,
         timings={"client": t_cl, "server": t_sv, "rounds": t2 - t0 - t_cl - t_sv, "assign": t3 - t2,
                  "total": t3 - t0},
+        client_seconds=seconds,
     )

@@ -632,8 +632,9 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         -------
         self : object
             Fitted estimator with ``client_labels_`` (one array per client),
-            ``labels_`` (their concatenation in client order) and
-            ``n_restarts_`` (whole-run restarts).
+            ``labels_`` (their concatenation in client order),
+            ``n_restarts_`` (whole-run restarts) and ``client_seconds_`` (per
+            client: seconds of its own phases, in the worker that ran them).
 
         Notes
         -----
@@ -671,6 +672,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         self.bytes_up_ = np.asarray(result.bytes_up, dtype=np.int64)
         self.bytes_down_ = np.asarray(result.bytes_down, dtype=np.int64)
         self.round_seconds_ = np.asarray(result.round_seconds, dtype=np.float64)
+        self.client_seconds_ = np.asarray(result.client_seconds, dtype=np.float64)
         self._set_model_attributes(result.model)
         replies0 = result.replies if result.server_state is None else result.server_state["replies"]
         self._set_client_attributes(result.states, replies0)
@@ -715,3 +717,87 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         labels : ndarray of shape (n_samples,), dtype=int32
         """
         return self.fit(X, client_ids=client_ids).labels_
+
+    # ----------------------------------------------------------- saved models
+    #: private fitted attributes a saved model keeps besides the public ones (names ending in ``_``);
+    #: a method that needs one after loading declares it here
+    _saved_private_attributes: tuple[str, ...] = ()
+
+    def save(self, path) -> None:
+        """Save the fitted estimator to one file, without pickle.
+
+        The file is an ``.npz`` archive holding the parameters and the fitted
+        attributes (as JSON), the fitted arrays, a format version and the fastfc
+        version (see :mod:`fastfc.saving` for the layout and what can be saved).
+        Read it back with :func:`fastfc.load` (or ``type(self).load``).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write (replaced atomically; ``.ffc`` is the convention).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator is not fitted.
+        fastfc.saving.ModelFileError
+            If a parameter or attribute cannot be saved without pickle (a callable,
+            a ``RandomState`` as ``random_state``, a third-party object); the
+            message names it.
+        """
+        from .saving import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path):
+        """Load an estimator of this class saved with :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Returns
+        -------
+        est : estimator of this class, fitted
+
+        Raises
+        ------
+        fastfc.saving.ModelFileError
+            The file is not a valid model file, is of a newer format version, or
+            holds another method's model.
+        """
+        from .saving import load
+
+        return load(path, method=cls)
+
+    def _check_loaded(self) -> None:
+        """Check what ``predict`` and the fitted attributes rely on after :func:`fastfc.load` (override to add).
+
+        Raises
+        ------
+        ValueError or TypeError
+            Turned into :class:`fastfc.saving.ModelFileError` by the loader.
+        """
+        def count(name: str, minimum: int) -> int:
+            value = getattr(self, name, None)
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            return value
+
+        d = count("n_features_in_", 1)
+        labels = getattr(self, "labels_", None)
+        if not isinstance(labels, np.ndarray) or labels.ndim != 1 or labels.dtype.kind not in "iu":
+            raise ValueError("labels_ must be a 1-D integer array")
+        centers = getattr(self, "cluster_centers_", None)
+        if centers is None:
+            return
+        if not isinstance(centers, np.ndarray) or centers.ndim != 2 or centers.dtype.kind != "f" \
+                or centers.shape[0] < 1 or centers.shape[1] != d or not np.isfinite(centers).all():
+            raise ValueError(f"cluster_centers_ must be a finite float array of shape (n_clusters, {d})")
+        if count("n_clusters_", 1) != centers.shape[0]:
+            raise ValueError(f"n_clusters_ is {self.n_clusters_} but there are {centers.shape[0]} centres")
+        weight = getattr(self, "feature_weight_", None)
+        if weight is not None and (not isinstance(weight, np.ndarray) or weight.shape != (d,) or
+                                   weight.dtype.kind != "f" or not np.isfinite(weight).all() or (weight <= 0).any()):
+            raise ValueError(f"feature_weight_ must be None or {d} finite positive floats")

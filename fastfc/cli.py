@@ -1,4 +1,5 @@
-"""Command line: ``fastfc run METHOD --dataset NAME``, ``fastfc datasets``, ``fastfc warmup`` and ``fastfc flower``.
+"""Command line: ``fastfc run METHOD --dataset NAME`` (or ``--data FILE``), ``fastfc predict MODEL --data FILE``,
+``fastfc rerun RUN.json``, ``fastfc datasets``, ``fastfc warmup`` and ``fastfc flower``.
 
 Errors
     Expected user errors print one line ``fastfc: error: ...`` and exit with
@@ -245,6 +246,11 @@ def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list,
     def options(dests) -> str:
         return ", ".join(_option(args.subparser, dest) for dest in dests)
 
+    if getattr(args, "data", None) is not None:
+        return _load_table_clients(args, given, default_clients, no_standardize, options)
+    for dest in ("client_column", "label_column"):
+        if getattr(args, dest, None) is not None:
+            raise ValueError(f"{_option(args.subparser, dest)} applies to --data FILE, not to --dataset")
     if dataset_kind(args.dataset) == "file":
         X_clients, y_clients = load_federated(args.dataset)
         if given.get("clients") == len(X_clients):
@@ -258,7 +264,8 @@ def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list,
             warnings.append("--no-standardize changes nothing: a client file is used as stored (never z-scored)")
         for message in warnings:
             print(f"fastfc: warning: {message}", file=sys.stderr)
-        return X_clients, y_clients, {"split": None, "split_params": {}, "standardize": False, "warnings": warnings}
+        return X_clients, y_clients, {"split": None, "split_params": {}, "standardize": False, "warnings": warnings,
+                                      "source": {"dataset": args.dataset, "sha256": _file_sha256(args.dataset)}}
     split = given.get("split", _SPLIT_OPTIONS["split"][1])
     stray = [dest for dest, (applies, _) in _SPLIT_OPTIONS.items() if dest in given and applies not in (None, split)]
     if stray:
@@ -274,6 +281,62 @@ def _load_clients(args: argparse.Namespace, default_clients: int) -> tuple[list,
                                   "warnings": []}
 
 
+def _file_sha256(path: str) -> str:
+    """SHA-256 (hex) of a file's bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _load_table_clients(args: argparse.Namespace, given: dict[str, Any], default_clients: int, no_standardize: bool,
+                        options) -> tuple[list, list | None, dict[str, Any]]:
+    """``--data FILE``: the user's table, split by its client column or by a simulated split (used as stored)."""
+    from .datasets import load_table, partition
+
+    table = load_table(args.data, client_column=args.client_column, label_column=args.label_column)
+    source = {"data": args.data, "sha256": _file_sha256(args.data), "client_column": table.client_column,
+              "label_column": table.label_column, "feature_names": table.feature_names}
+    if table.classes is not None:
+        source["classes"] = table.classes.tolist()
+    warnings = []
+    if no_standardize:
+        warnings.append("--no-standardize changes nothing: --data FILE is used as stored (never z-scored)")
+    if table.client_ids is not None:
+        X_clients, y_clients, ids = table.clients()
+        if given.get("clients") == len(X_clients):
+            del given["clients"]
+        if given:
+            why = "the client column" if table.client_column is not None else "the file's X0..Xk clients"
+            raise ValueError(f"{options(given)} cannot apply: {args.data} is split by {why} into "
+                             f"{len(X_clients)} clients (drop {options(given)}, or drop the client column to "
+                             "simulate a split)")
+        for message in warnings:
+            print(f"fastfc: warning: {message}", file=sys.stderr)
+        return X_clients, y_clients, {"split": None, "split_params": {}, "standardize": False, "warnings": warnings,
+                                      "source": source, "client_names": ids}
+    split = given.get("split", _SPLIT_OPTIONS["split"][1])
+    stray = [dest for dest, (applies, _) in _SPLIT_OPTIONS.items() if dest in given and applies not in (None, split)]
+    if stray:
+        raise ValueError("; ".join(f"{_option(args.subparser, dest)} applies only to --split {_SPLIT_OPTIONS[dest][0]}"
+                                   for dest in stray) + f" (this run uses --split {split})")
+    split_params = {dest: given.get(dest, default) for dest, (applies, default) in _SPLIT_OPTIONS.items()
+                    if applies == split and hasattr(args, dest)}
+    if table.y is None and split != "iid":
+        raise ValueError(f"--split {split} needs labels: give --label-column, or --client-column to use the "
+                         "file's own clients")
+    parts = partition(table.y, given.get("clients", default_clients), split, X=table.X, random_state=args.seed,
+                      **split_params)
+    for message in warnings:
+        print(f"fastfc: warning: {message}", file=sys.stderr)
+    y_clients = None if table.y is None else [table.y[p] for p in parts]
+    return [table.X[p] for p in parts], y_clients, {"split": split, "split_params": split_params,
+                                                    "standardize": False, "warnings": warnings, "source": source}
+
+
 def _add_split_options(parser: argparse.ArgumentParser, default_clients: int) -> None:
     """Add ``--dataset``, ``--clients``, ``--split``, ``--alpha`` and ``--seed`` to a command.
 
@@ -286,8 +349,16 @@ def _add_split_options(parser: argparse.ArgumentParser, default_clients: int) ->
     default_clients : int
         The command's number of clients when ``--clients`` is not given (for the help).
     """
-    parser.add_argument("--dataset", required=True,
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset",
                         help="bundled dataset name (see 'fastfc datasets') or a client .npz file (X0..Xk, y0..yk)")
+    source.add_argument("--data", metavar="FILE",
+                        help="your own table: .csv, .tsv, .npy, .npz or .parquet (see fastfc.datasets.load_table)")
+    parser.add_argument("--client-column", metavar="NAME", default=None,
+                        help="with --data: the column naming each row's client (string or integer ids); "
+                             "without it the rows are split as --split says")
+    parser.add_argument("--label-column", metavar="NAME", default=None,
+                        help="with --data: a ground-truth column, scored and never clustered")
     parser.add_argument("--clients", type=int, default=None,
                         help=f"number of clients (default {default_clients}; not for a client file)")
     parser.add_argument("--split", default=None, choices=["iid", "dirichlet", "classes", "non-icd"],
@@ -343,6 +414,26 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="score the clients' row labels (client) or one nearest-centroid step on the complete "
                           "dataset (centroid, GOLD's centroid inheritance)")
     run.add_argument("--json", action="store_true", help="print one JSON object (also for errors) instead of a table")
+    run.add_argument("--save", metavar="MODEL", default=None,
+                     help="save the fitted model to this file (no pickle; load with fastfc.load or 'fastfc predict')")
+
+    pred = sub.add_parser("predict", parents=[common], help="label the rows of a file with a saved model")
+    pred.set_defaults(handler=_cmd_predict, subparser=pred)
+    pred.add_argument("model", help="a model file written by 'fastfc run --save' or est.save")
+    pred.add_argument("--data", metavar="FILE", required=True, help="the rows to label (as for 'fastfc run --data')")
+    pred.add_argument("--client-column", metavar="NAME", default=None, help="a column to leave out of the features")
+    pred.add_argument("--label-column", metavar="NAME", default=None,
+                      help="a ground-truth column: left out of the features, and the labels are scored (on stderr)")
+    pred.add_argument("--out", metavar="FILE", default=None,
+                      help="write the labels here (.npy, or text: one per line) instead of to stdout")
+
+    rerun = sub.add_parser("rerun", parents=[common], help="run again the run recorded in a 'fastfc run --json' file")
+    rerun.set_defaults(handler=_cmd_rerun, subparser=rerun)
+    rerun.add_argument("record", metavar="RUN.json", help="the JSON that 'fastfc run ... --json' printed")
+    rerun.add_argument("--data", metavar="FILE", default=None,
+                       help="where the run's data file is now (its SHA-256 must match the record)")
+    rerun.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    rerun.add_argument("--save", metavar="MODEL", default=None, help="save the refitted model to this file")
 
     datasets = sub.add_parser("datasets", parents=[common], help="list the bundled datasets")
     datasets.set_defaults(handler=_cmd_datasets, subparser=datasets)
@@ -392,27 +483,68 @@ def _param_text(value: Any) -> str:
     return str(value)
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    """``fastfc run``: fit a method on clients, print the scores, timings, restarts and parameters."""
+def _run_argv(args: argparse.Namespace, params: dict[str, Any]) -> list[str]:
+    """The ``fastfc run`` arguments that repeat this run (no output options).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``run`` arguments.
+    params : dict
+        The ``--param`` items, parsed.
+
+    Returns
+    -------
+    argv : list of str
+    """
+    argv = [args.method]
+    argv += ["--dataset", args.dataset] if args.dataset is not None else ["--data", args.data]
+    for dest in ("client_column", "label_column", "clients", "split", "alpha", "classes_per_client", "n_clusters",
+                 "n_jobs"):
+        value = getattr(args, dest, None)
+        if value is not None:
+            argv += [_option(args.subparser, dest), str(value)]
+    if args.no_standardize:
+        argv.append("--no-standardize")
+    for key, value in params.items():
+        argv += ["--param", f"{key}={_param_text(value)}"]
+    return argv + ["--protocol", args.protocol, "--seed", str(args.seed)]
+
+
+def _fit_and_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """Fit as ``fastfc run`` says and build its report (the JSON of ``--json``): (report, fitted estimator)."""
+    import shlex
+
     from .experiment import run_method
 
     params = _estimator_params(args)
     X_clients, y_clients, data = _load_clients(args, default_clients=8)
     progress = _Progress(sys.stderr, bars=sys.stderr.isatty() and not args.json)
+    client_names = data.pop("client_names", None)
+    if args.n_clusters is None and y_clients is None:
+        raise ValueError("--n-clusters is required for data without labels (or name a --label-column)")
     res = run_method(
         args.method, X_clients, y_clients, params=params, progress=progress, protocol=args.protocol,
-        **{param: getattr(args, dest) for param, dest in _OWN_OPTIONS.items()},
+        client_names=client_names, **{param: getattr(args, dest) for param, dest in _OWN_OPTIONS.items()},
     )
-    res.pop("estimator")
-    res.update(dataset=args.dataset, seed=args.seed, **data)
+    est = res.pop("estimator")
+    argv = _run_argv(args, params)
+    res.update(dataset=args.dataset if args.dataset is not None else args.data, seed=args.seed, **data)
+    res["run"] = {"argv": argv, "command": "fastfc run " + shlex.join(argv)}
     if not res["warnings"]:
         del res["warnings"]
-    if args.json:
-        print(json.dumps(res, sort_keys=True))
-        return 0
-    split = "from the file" if data["split"] is None else data["split"]
-    print(f"{res['method']} on {args.dataset}: {res['n_samples']} rows x {res['n_features']} features, "
-          f"{res['n_clients']} clients ({split}), {res['n_clusters']} clusters, seed {args.seed}, "
+    return res, est
+
+
+#: per-client rows shown in the table (all are in --json)
+_TABLE_CLIENTS = 50
+
+
+def _print_report(res: dict[str, Any]) -> None:
+    """The table ``fastfc run`` prints: header line, scores, timings, wire bytes, parameters, clients."""
+    split = "from the file" if res["split"] is None else res["split"]
+    print(f"{res['method']} on {res['dataset']}: {res['n_samples']} rows x {res['n_features']} features, "
+          f"{res['n_clients']} clients ({split}), {res['n_clusters']} clusters, seed {res['seed']}, "
           f"{res['n_restarts']} restart(s)")
     comm = res["communication"]
     wire = {f"round {r}": f"{u:,} / {d:,}" for r, (u, d) in enumerate(zip(comm["bytes_up"], comm["bytes_down"]))}
@@ -425,6 +557,110 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"{title:<24}{head:>12}")
         for key, value in rows.items():
             print(f"{key:<24}{format(value, fmt) if fmt else _param_text(value):>12}")
+    clients = res["clients"]
+    scored = bool(clients) and "purity" in clients[0]
+    print()
+    print(f"{'client':<16}{'rows':>8}{'uploaded':>10}{'bytes up':>12}{'bytes down':>12}{'seconds':>10}"
+          + (f"{'purity':>8}{'ari':>8}" if scored else ""))
+    for c in clients[:_TABLE_CLIENTS]:
+        up = "-" if c["local_clusters"] is None else c["local_clusters"]
+        secs = "-" if c["seconds"] is None else f"{c['seconds']:.4f}"
+        line = f"{str(c['client'])[:15]:<16}{c['rows']:>8}{up:>10}{c['bytes_up']:>12,}{c['bytes_down']:>12,}{secs:>10}"
+        if scored:
+            line += f"{c['purity']:>8.4f}{c['ari']:>8.4f}"
+        print(line)
+    if len(clients) > _TABLE_CLIENTS:
+        print(f"... {len(clients) - _TABLE_CLIENTS} more clients (all are in --json)")
+    print()
+    print(f"reproduce: {res['run']['command']}")
+    if "saved_model" in res:
+        print(f"saved the model to {res['saved_model']} (fastfc predict {res['saved_model']} --data FILE)")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """``fastfc run``: fit a method on clients, print the scores, timings, restarts, parameters and clients."""
+    res, est = _fit_and_report(args)
+    if args.save is not None:
+        est.save(args.save)
+        res["saved_model"] = args.save
+    if args.json:
+        print(json.dumps(res, sort_keys=True))
+    else:
+        _print_report(res)
+    return 0
+
+
+def _cmd_rerun(args: argparse.Namespace) -> int:
+    """``fastfc rerun RUN.json``: repeat a recorded run and check its labels are identical."""
+    with open(args.record, encoding="utf-8") as fh:
+        try:
+            record = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{args.record} is not JSON: {exc}") from None
+    run = record.get("run") if isinstance(record, dict) else None
+    argv = run.get("argv") if isinstance(run, dict) else None
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ValueError(f"{args.record} holds no run to repeat (no run.argv): give the JSON of 'fastfc run --json'")
+    argv = list(argv)
+    source = record.get("source") or {}
+    if args.data is not None:
+        if "--data" not in argv:
+            raise ValueError(f"--data FILE: the recorded run used --dataset, not a data file")
+        argv[argv.index("--data") + 1] = args.data
+    run_args = _build_parser().parse_args(["run", *argv, *(["--json"] if args.json else [])])
+    path = run_args.data if run_args.data is not None else run_args.dataset
+    if isinstance(source, dict) and isinstance(source.get("sha256"), str):
+        digest = _file_sha256(path)
+        if digest != source["sha256"]:
+            raise _CommandError(f"{path} is not the file of the recorded run (SHA-256 {digest[:12]}..., "
+                                f"recorded {source['sha256'][:12]}...)")
+    run_args.save = args.save
+    res, est = _fit_and_report(run_args)
+    if args.save is not None:
+        est.save(args.save)
+        res["saved_model"] = args.save
+    recorded = record.get("labels_sha256")
+    res["reproduces"] = {"record": args.record, "labels_sha256": recorded,
+                         "identical_labels": recorded == res["labels_sha256"]}
+    if args.json:
+        print(json.dumps(res, sort_keys=True))
+    else:
+        _print_report(res)
+        print(f"rerun of {args.record}: labels {'identical' if recorded == res['labels_sha256'] else 'DIFFER'}")
+    if recorded != res["labels_sha256"]:
+        raise _CommandError(f"the rerun's labels differ from those recorded in {args.record} "
+                            f"(SHA-256 {res['labels_sha256'][:12]}... vs {str(recorded)[:12]}...)")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    """``fastfc predict MODEL --data FILE``: label the rows with a saved model (stdout or --out)."""
+    import numpy as np
+
+    from .datasets import load_table
+    from .saving import load
+
+    est = load(args.model)
+    if not hasattr(est, "cluster_centers_"):
+        raise ValueError(f"{args.model} holds a {type(est).__name__} model, which keeps no global centres to "
+                         "label new rows with")
+    table = load_table(args.data, client_column=args.client_column, label_column=args.label_column)
+    if table.X.shape[1] != est.n_features_in_:
+        raise ValueError(f"{args.data} has {table.X.shape[1]} feature columns ({', '.join(table.feature_names)}), "
+                         f"the model was fitted on {est.n_features_in_}")
+    labels = est.predict(table.X)
+    if table.y is not None:
+        from .metrics import evaluate
+
+        scores = evaluate(table.y, labels)
+        print("fastfc predict: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
+    if args.out is None:
+        sys.stdout.write("".join(f"{v}\n" for v in labels.tolist()))
+    elif args.out.lower().endswith(".npy"):
+        np.save(args.out, labels)
+    else:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{v}\n" for v in labels.tolist()))
     return 0
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["METHODS", "communication", "make_estimator", "dataset_kind", "load_federated", "run_method", "complete_dataset"]
+__all__ = ["METHODS", "communication", "make_estimator", "dataset_kind", "load_federated", "run_method", "complete_dataset",
+           "client_report", "library_versions", "labels_digest"]
 
 #: method name (as used by the CLI) -> "module:Class"
 METHODS: dict[str, str] = {
@@ -151,6 +152,7 @@ def run_method(
     protocol: str = "client",
     X_full: np.ndarray | None = None,
     y_full: np.ndarray | None = None,
+    client_names: list | None = None,
 ) -> dict[str, Any]:
     """Fit ``method`` on the clients and score the result.
 
@@ -182,7 +184,15 @@ def run_method(
         per round, summed over clients; ``bytes_up_per_client`` /
         ``bytes_down_per_client``: per client, summed over rounds), ``params`` (the
         estimator's ``get_params()`` as JSON-serialisable values: with the
-        data they reproduce the fit) and the fitted ``estimator``.
+        data they reproduce the fit), ``clients`` (one entry per client, see
+        :func:`client_report`), ``versions`` (:func:`library_versions`),
+        ``labels_sha256`` (:func:`labels_digest` of ``estimator.labels_``) and the
+        fitted ``estimator``.
+
+    Other Parameters
+    ----------------
+    client_names : list, default=None
+        The id of each client in the report (default ``0..n_clients-1``).
     """
     from .metrics import evaluate
 
@@ -224,8 +234,105 @@ def run_method(
         "n_restarts": int(getattr(est, "n_restarts_", 0)),
         "communication": communication(est),
         "params": {key: _jsonable(value) for key, value in est.get_params().items()},
+        "clients": client_report(est, X_clients, y_clients, client_names),
+        "versions": library_versions(),
+        "labels_sha256": labels_digest(est.labels_),
         "estimator": est,
     }
+
+
+def _n_uploaded(summary) -> int | None:
+    """Local clusters (or models) a client's round-0 summary uploads: the rows of its ``centers`` (``params``)."""
+    for name in ("centers", "params"):
+        value = getattr(summary, name, None)
+        if isinstance(value, np.ndarray) and value.ndim == 2:
+            return int(value.shape[0])
+    return None
+
+
+def client_report(est, X_clients: list[np.ndarray], y_clients: list[np.ndarray] | None = None,
+                  client_names: list | None = None) -> list[dict[str, Any]]:
+    """Per-client facts of a fitted estimator.
+
+    Parameters
+    ----------
+    est : BaseFederatedClusterer
+        Fitted with ``fit_clients(X_clients)``.
+    X_clients : list of ndarray
+    y_clients : list of ndarray, default=None
+        True labels; adds ``purity`` and ``ari`` of each client's own rows.
+    client_names : list, default=None
+        Each client's id (default: its index).
+
+    Returns
+    -------
+    clients : list of dict
+        One per client, in client order: ``client`` (its id), ``rows``,
+        ``local_clusters`` (clusters, or models, its round-0 summary uploaded),
+        ``clusters_used`` (distinct global clusters among its labels), ``bytes_up`` /
+        ``bytes_down`` (wire bytes over all rounds), ``seconds`` (its own phases,
+        ``client_seconds_``) and, with labels, ``purity`` and ``ari``.
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    from .metrics import purity_score
+
+    names = list(range(len(X_clients))) if client_names is None else list(client_names)
+    up = np.asarray(est.bytes_up_).sum(axis=0)
+    down = np.asarray(est.bytes_down_).sum(axis=0)
+    secs = getattr(est, "client_seconds_", None)
+    out = []
+    for i, X in enumerate(X_clients):
+        labels = est.client_labels_[i]
+        row: dict[str, Any] = {
+            "client": _jsonable(names[i]), "rows": int(X.shape[0]),
+            "local_clusters": _n_uploaded(est.client_summaries_[i]),
+            "clusters_used": int(np.unique(labels).size),
+            "bytes_up": int(up[i]), "bytes_down": int(down[i]),
+            "seconds": None if secs is None else float(secs[i]),
+        }
+        if y_clients is not None:
+            row["purity"] = float(purity_score(y_clients[i], labels))
+            row["ari"] = float(adjusted_rand_score(y_clients[i], labels))
+        out.append(row)
+    return out
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of Python, fastfc and the libraries a run's numbers depend on (None: not installed).
+
+    Returns
+    -------
+    versions : dict of str to str or None
+    """
+    import platform
+    from importlib import metadata
+
+    from . import __version__
+
+    out: dict[str, str | None] = {"python": platform.python_version(), "fastfc": __version__}
+    for dist in ("numpy", "scipy", "scikit-learn", "numba", "threadpoolctl"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def labels_digest(labels: np.ndarray) -> str:
+    """SHA-256 (hex) of labels as little-endian int32: equal digests mean identical labels.
+
+    Parameters
+    ----------
+    labels : ndarray of shape (n_samples,)
+
+    Returns
+    -------
+    digest : str
+    """
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(labels, dtype="<i4").tobytes()).hexdigest()
 
 
 def communication(est) -> dict[str, Any]:

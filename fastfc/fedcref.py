@@ -464,6 +464,8 @@ class FedCRef(BaseFederatedClusterer):
     }
     _summary_cls = FedCRefModels
     _reply_cls = FedCRefModelSet
+    #: fedcref_scores reads the partition each client's last association was scored on
+    _saved_private_attributes = ("_assoc_labels",)
 
     def __init__(self, n_local_clusters=None, *, init_labels=None, alpha: float = 75.0, theta: float = 0.2,
                  tau: float = 0.8, match_policy: str = "best", max_iter: int = 30, local_epochs: int = 20,
@@ -893,6 +895,20 @@ class FedCRef(BaseFederatedClusterer):
             values["model_set"] = ms
             return [ms] * len(uploads), values, False
         raise MessageError(f"FedCRef's server does not handle {kind.__name__} uploads")  # pragma: no cover
+
+    def predict(self, X):
+        """Not available: FedCRef keeps no global centres to label new rows with.
+
+        Its labels are those of the clients' own rows (``labels_``, ``client_labels_``),
+        from the per-cluster models each client keeps.
+
+        Raises
+        ------
+        NotImplementedError
+            Always.
+        """
+        raise NotImplementedError("FedCRef keeps no global centres, so it has no predict for new rows: its labels "
+                                  "are those of the clients' own rows (labels_, client_labels_)")
 
     # ------------------------------------------------------------- fitted attributes
     def _set_model_attributes(self, model) -> None:

@@ -286,7 +286,9 @@ class _RestartingEstimator:
         progress("server", 1, 1)
         for i in range(n):
             progress("assign", i + 1, n)
-        self.labels_ = np.concatenate([np.zeros(len(x), dtype=np.int64) for x in X_clients])
+        self.client_labels_ = [np.zeros(len(x), dtype=np.int32) for x in X_clients]
+        self.labels_ = np.concatenate(self.client_labels_)
+        self.client_summaries_ = [None] * n
         self.n_clusters_, self.n_restarts_, self.n_rounds_ = 1, 1, 1
         self.bytes_up_ = self.bytes_down_ = np.full((1, n), 100, dtype=np.int64)
         self.timings_ = {"client": 0.0, "server": 0.0, "assign": 0.0, "total": 0.0}

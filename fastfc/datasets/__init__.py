@@ -26,6 +26,12 @@ FedCRef's experiments
     :func:`dirty_labels` (dirty-uniform initial labels), :func:`load_fashion_mnist` and
     :func:`load_idx` (IDX files).
 
+Users' own data
+    :func:`load_table` reads CSV/TSV, ``.npy``/``.npz`` and Parquet tables into a
+    :class:`Table` (features, an optional label column, an optional client column
+    split with :meth:`Table.clients`); every problem is a :class:`TableError`
+    naming the file, row and column.
+
 Client files
     :func:`save_client_npz` and :func:`load_client_npz` store per-client data
     as ``X0..Xk`` / ``y0..yk`` in one ``.npz`` archive (read without pickle).
@@ -50,6 +56,7 @@ from ._partition import (
     partition_non_icd,
 )
 from ._partition import partition_dirichlet_hsu, partition_subsample
+from ._table import TABLE_KINDS, Table, TableError, load_table
 from ._sanity import SanityCase, make_sanity_case, sanity_grid
 from ._synthetic import make_gaussian_mixture
 from ._synthetic import make_separated_gaussian_mixture, make_stochastic_ball, sbm_theorem_separation
@@ -67,6 +74,10 @@ __all__ = [
     "partition_non_icd",
     "load_client_npz",
     "save_client_npz",
+    "load_table",
+    "Table",
+    "TableError",
+    "TABLE_KINDS",
     "make_stochastic_ball",
     "make_separated_gaussian_mixture",
     "sbm_theorem_separation",
