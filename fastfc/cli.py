@@ -343,6 +343,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="score the clients' row labels (client) or one nearest-centroid step on the complete "
                           "dataset (centroid, GOLD's centroid inheritance)")
     run.add_argument("--json", action="store_true", help="print one JSON object (also for errors) instead of a table")
+    run.add_argument("--plot", metavar="FILE", default=None,
+                     help="also draw the run (embeddings, clusters per client, the method's hierarchy or tree) "
+                          "to FILE (.png, .pdf, .svg; needs fastfc[plot])")
 
     datasets = sub.add_parser("datasets", parents=[common], help="list the bundled datasets")
     datasets.set_defaults(handler=_cmd_datasets, subparser=datasets)
@@ -397,13 +400,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .experiment import run_method
 
     params = _estimator_params(args)
+    if args.plot:  # before the fit: a missing matplotlib is reported at once
+        from .plotting import _require
+
+        _require()
     X_clients, y_clients, data = _load_clients(args, default_clients=8)
     progress = _Progress(sys.stderr, bars=sys.stderr.isatty() and not args.json)
     res = run_method(
         args.method, X_clients, y_clients, params=params, progress=progress, protocol=args.protocol,
         **{param: getattr(args, dest) for param, dest in _OWN_OPTIONS.items()},
     )
-    res.pop("estimator")
+    est = res.pop("estimator")
+    if args.plot:
+        from .plotting import plot_run
+
+        plot_run(est, X_clients, path=args.plot)
+        res["plot"] = args.plot
+        if not args.json:
+            print(f"fastfc: wrote {args.plot}", file=sys.stderr)
     res.update(dataset=args.dataset, seed=args.seed, **data)
     if not res["warnings"]:
         del res["warnings"]
