@@ -48,7 +48,6 @@ def main(argv=None) -> int:
             raise SystemExit(str(exc)) from None
         title = args.bench.split(".")[-2]
     ax = plot_scaling(series, title=title)
-    ax.figure.tight_layout()
     ax.figure.savefig(args.output, dpi=120)
     print(f"wrote {args.output}")
     return 0

@@ -1225,7 +1225,7 @@ class FedKStarHC(BaseFederatedClusterer):
         min_component_size=1``. Over the nine datasets and the two non-IID
         sets (Z = 3, k-means micro, seeds 0-29, 330 runs; t = 35) the
         defaults give k* = K in 17 % of runs against 15 % (literal), mean
-        |k* - K| 2.40 against 2.84, and mean ARI at the estimated k* 0.54
+        ``|k* - K|`` 2.40 against 2.84, and mean ARI at the estimated k* 0.54
         against 0.50 (0.73 with K given). Mutual pairs without pruning score
         about the same there (18 %, 2.15, 0.55) but count isolated nodes as
         clusters on well-separated blobs. With SNP micro (seeds 0-9) k* = K
@@ -1279,7 +1279,7 @@ class FedKStarHC(BaseFederatedClusterer):
     ----------
     labels_ : ndarray of shape (n_samples,), dtype=int32
     client_labels_ : list of ndarray
-    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+    cluster_centers_ : ndarray of shape (``n_clusters_``, n_features)
         Mean of each final cluster's substitute rows.
     n_clusters_ : int
         Number of clusters found (k* when estimated).

@@ -71,7 +71,7 @@ def _new_axes(ax, ncols: int = 1, figsize=(5.0, 4.0)):
     if ax is not None:
         return ax
     plt = _pyplot()
-    _, axes = plt.subplots(1, ncols, figsize=figsize)
+    _, axes = plt.subplots(1, ncols, figsize=figsize, layout="constrained")
     return axes
 
 
@@ -147,7 +147,7 @@ def plot_embedding(est, X_clients: Sequence, *, color_by: str = "cluster", metho
         (:func:`pca_2d`); ``"tsne"``: scikit-learn's t-SNE (slower; centres
         are then not drawn).
     ax : matplotlib Axes, optional
-        Where to draw (default: a new figure).
+        Where to draw (default: a new figure, constrained layout).
     max_points : int, default=5000
         Draw at most this many rows (a seeded uniform subsample beyond).
     random_state : int, default=0
@@ -268,7 +268,8 @@ def plot_hierarchy(est, *, axes=None):
     sizes = np.asarray(est.level_sizes_)
     if axes is None:
         plt = _pyplot()
-        _, axes = plt.subplots(1, 2, figsize=(10.0, 4.0), gridspec_kw={"width_ratios": [1, 2.5]})
+        _, axes = plt.subplots(1, 2, figsize=(10.0, 4.0), gridspec_kw={"width_ratios": [1, 2.5]},
+                               layout="constrained")
     ax0, ax1 = axes
     levels = np.arange(1, sizes.size + 1)
     ax0.bar(levels, sizes, color="tab:blue")
@@ -665,6 +666,7 @@ def plot_run(est, X_clients: Sequence, *, path: str | os.PathLike | None = None,
         labels = np.concatenate([np.asarray(lab, dtype=np.int64) for lab in est.client_labels_])
         sizes = np.bincount(labels) if labels.size else np.zeros(0, dtype=np.int64)
         last.bar(np.arange(sizes.size), sizes, color=_colors(sizes.size))
+        last.set_xticks(np.arange(sizes.size) if sizes.size <= 20 else np.arange(0, sizes.size, max(1, sizes.size // 10)))
         last.set_xlabel("global cluster")
         last.set_ylabel("rows")
         last.set_title("cluster sizes")
