@@ -35,6 +35,8 @@ exclude_patterns = ["_build", "examples/README.rst", "auto_examples/*.ipynb", "a
 source_suffix = {".rst": "restructuredtext"}
 root_doc = "index"
 nitpicky = False
+# keep "--option" and quotes as typed (commands and results files are shown verbatim)
+smartquotes = False
 
 # autodoc / numpydoc
 autosummary_generate = True

@@ -19,8 +19,22 @@ _SPECIAL = re.compile(r"([\\`*_|<>\[\]])")
 
 
 def _esc(text: str) -> str:
-    """Plain text for reStructuredText (no inline markup, no substitutions)."""
-    text = _SPECIAL.sub(r"\\\1", text.strip())
+    """reStructuredText for one markdown line: `code` as literals, everything else plain text."""
+    parts = text.strip().split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all plain
+        parts = [text.strip()]
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 and part.strip() and "``" not in part:
+            out.append(f"\\ ``{part}``\\ ")
+        else:
+            out.append(_SPECIAL.sub(r"\\\1", part))
+    text = "".join(out).strip()
+    # the zero-width separators "\\ " around a literal are not needed at the ends of the line
+    if text.startswith("\\ ``"):
+        text = text[2:]
+    if text.endswith("``\\"):
+        text = text[:-1]
     # a leading character that would start a list, a directive or a section line
     if text[:1] in "-+#=.:" or re.match(r"^\d+[.)]\s", text):
         text = "\\" + text
