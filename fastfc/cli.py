@@ -400,10 +400,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .experiment import run_method
 
     params = _estimator_params(args)
-    if args.plot:  # before the fit: a missing matplotlib is reported at once
+    if args.plot:  # before the fit: a missing matplotlib or output directory is reported at once
         from .plotting import _require
 
         _require()
+        if not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+            raise FileNotFoundError(f"--plot {args.plot}: no directory {os.path.dirname(os.path.abspath(args.plot))}")
     X_clients, y_clients, data = _load_clients(args, default_clients=8)
     progress = _Progress(sys.stderr, bars=sys.stderr.isatty() and not args.json)
     res = run_method(

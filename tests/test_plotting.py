@@ -247,6 +247,10 @@ def test_cli_plot(plt, tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["plot"] == str(out)
     _check_png(out, min_colors=20)
+    # an output directory that does not exist is refused before the fit, in one line
+    assert main(["run", "kfed", "--dataset", "iris", "--plot", str(tmp_path / "nope" / "x.png")]) != 0
+    err = capsys.readouterr().err
+    assert "no directory" in err and "Traceback" not in err
 
 
 def test_missing_matplotlib_is_a_clear_error(monkeypatch, capsys):
