@@ -456,9 +456,11 @@ def plot_dendrogram(est, *, ax=None, scale: str = "sqrt"):
     n_final = int(final.max()) + 1 if k0 else 0
     cut = k0 - n_final  # merges below the cut
     if 0 < cut < m:
-        ax.axhline((node_h[k0 + cut - 1] + node_h[k0 + cut]) / 2, color="black", ls="--", lw=0.8,
-                   label=f"cut: {n_final} clusters")
-        ax.legend(fontsize="small", frameon=False)
+        y_cut = (node_h[k0 + cut - 1] + node_h[k0 + cut]) / 2
+        ax.axhline(y_cut, color="black", ls="--", lw=0.8)
+        ax.annotate(f"cut: {n_final} clusters", (0.005, y_cut), xycoords=("axes fraction", "data"),
+                    ha="left", va="bottom", fontsize="small",
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
     ax.set_xticks([])
     ax.set_xlabel(f"uploaded subclusters ({k0}), coloured by final cluster")
     ax.set_ylabel("sqrt(merge cost)" if scale == "sqrt" else "merge cost")
