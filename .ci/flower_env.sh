@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build a virtualenv with Flower 1.42 and fastfc for the real-deployment tests (tests/test_flower.py)
-# and print its bin directory. flwr 1.42.0 pins certifi>=2026.10.19, newer than the registry holds
-# today, so pip would silently fall back to 1.41 (whose CLI differs); the wheel is installed
-# without dependencies and its requirements with the newest certifi available.
+# and print its bin directory. flwr 1.42.0 pins certifi>=2026.10.19. Where the index holds such a
+# certifi (2026.10.19.post1 is on the index as of 2026-11-25) `pip install flwr==1.42.0` resolves and is
+# used; where it does not, pip would fail (or silently fall back to 1.41, whose CLI differs), so the
+# wheel is installed without dependencies and its requirements with the newest certifi available.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${FASTFC_FLOWER_VENV:-.ci/.flwr-venv}
@@ -10,9 +11,11 @@ FLWR=1.42.0
 if [ ! -x "$VENV/bin/flwr" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >&2
-  tmp=$(mktemp -d)
-  "$VENV/bin/pip" download -q "flwr==$FLWR" --no-deps -d "$tmp" >&2
-  "$VENV/bin/python" - "$tmp" <<'PY' > "$tmp/deps.txt"
+  if ! "$VENV/bin/pip" install -q "flwr==$FLWR" >&2; then
+    echo "flower_env.sh: flwr==$FLWR does not resolve on this index; installing its wheel without dependencies" >&2
+    tmp=$(mktemp -d)
+    "$VENV/bin/pip" download -q "flwr==$FLWR" --no-deps -d "$tmp" >&2
+    "$VENV/bin/python" - "$tmp" <<'PY' > "$tmp/deps.txt"
 import sys, zipfile, glob, re
 whl = glob.glob(sys.argv[1] + "/flwr-*.whl")[0]
 meta = zipfile.ZipFile(whl).read([n for n in zipfile.ZipFile(whl).namelist() if n.endswith("METADATA")][0]).decode()
@@ -23,9 +26,10 @@ for line in meta.splitlines():
             print(req)
 print("certifi")
 PY
-  "$VENV/bin/pip" install -q "$tmp"/flwr-*.whl --no-deps >&2
-  "$VENV/bin/pip" install -q -r "$tmp/deps.txt" >&2
-  rm -rf "$tmp"
+    "$VENV/bin/pip" install -q "$tmp"/flwr-*.whl --no-deps >&2
+    "$VENV/bin/pip" install -q -r "$tmp/deps.txt" >&2
+    rm -rf "$tmp"
+  fi
 fi
 # build requirements of fastfc (its Cython kernels cimport scipy's BLAS)
 "$VENV/bin/pip" install -q "cython>=3.0.11,<4" setuptools wheel numpy scipy >&2

@@ -414,6 +414,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="score the clients' row labels (client) or one nearest-centroid step on the complete "
                           "dataset (centroid, GOLD's centroid inheritance)")
     run.add_argument("--json", action="store_true", help="print one JSON object (also for errors) instead of a table")
+    run.add_argument("--plot", metavar="FILE", default=None,
+                     help="also draw the run (embeddings, clusters per client, the method's hierarchy or tree) "
+                          "to FILE (.png, .pdf, .svg; needs fastfc[plot])")
     run.add_argument("--save", metavar="MODEL", default=None,
                      help="save the fitted model to this file (no pickle; load with fastfc.load or 'fastfc predict')")
 
@@ -518,6 +521,12 @@ def _fit_and_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from .experiment import run_method
 
     params = _estimator_params(args)
+    if args.plot:  # before the fit: a missing matplotlib or output directory is reported at once
+        from .plotting import _require
+
+        _require()
+        if not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+            raise FileNotFoundError(f"--plot {args.plot}: no directory {os.path.dirname(os.path.abspath(args.plot))}")
     X_clients, y_clients, data = _load_clients(args, default_clients=8)
     progress = _Progress(sys.stderr, bars=sys.stderr.isatty() and not args.json)
     client_names = data.pop("client_names", None)
@@ -528,6 +537,13 @@ def _fit_and_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         client_names=client_names, **{param: getattr(args, dest) for param, dest in _OWN_OPTIONS.items()},
     )
     est = res.pop("estimator")
+    if args.plot:
+        from .plotting import plot_run
+
+        plot_run(est, X_clients, path=args.plot)
+        res["plot"] = args.plot
+        if not args.json:
+            print(f"fastfc: wrote {args.plot}", file=sys.stderr)
     argv = _run_argv(args, params)
     res.update(dataset=args.dataset if args.dataset is not None else args.data, seed=args.seed, **data)
     res["run"] = {"argv": argv, "command": "fastfc run " + shlex.join(argv)}

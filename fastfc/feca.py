@@ -840,12 +840,12 @@ class FeCA(BaseFederatedClusterer):
         ``fit_clients``).
     client_labels_ : list of ndarray
         Labels per client.
-    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+    cluster_centers_ : ndarray of shape (``n_clusters_``, n_features)
         Global centres, largest group first.
     n_clusters_ : int
         Number of global centres; less than ``n_clusters`` when fewer groups formed (a
         :class:`FewerGroupsWarning` is issued).
-    group_sizes_ : ndarray of shape (n_clusters_,)
+    group_sizes_ : ndarray of shape (``n_clusters_``,)
         Uploaded centroids averaged into each global centre.
     n_groups_ : int
         Groups the server formed.

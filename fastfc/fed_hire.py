@@ -96,7 +96,7 @@ class FedHIREModel(Message):
 
     Attributes
     ----------
-    centers : ndarray of shape (n_clusters_, n_features)
+    centers : ndarray of shape (``n_clusters_``, n_features)
         Global centroids: unweighted mean of the clusterlet centroids of each
         non-empty global cluster.
     clusterlet_labels : ndarray of shape (n_s,), int64
@@ -151,7 +151,7 @@ class FedHIREReply(Message):
         Global cluster of each of this client's clusterlets.
     granular_labels : ndarray of shape (n_clusterlets, n_levels), int64
         Hierarchy labels of each of this client's clusterlets.
-    centers : ndarray of shape (n_clusters_, n_features)
+    centers : ndarray of shape (``n_clusters_``, n_features)
         Global centroids (for labelling new rows).
     n_features : int
     """
@@ -537,7 +537,7 @@ class FedHIRE(BaseFederatedClusterer):
         Hierarchy labels of every row, fine to coarse.
     client_n_clusterlets_ : ndarray of shape (n_clients,)
         Clusterlets each client uploaded.
-    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+    cluster_centers_ : ndarray of shape (``n_clusters_``, n_features)
         Unweighted mean of the clusterlet centroids of each global cluster.
     n_clusters_ : int
         Non-empty global clusters (``<= n_clusters``).

@@ -76,7 +76,7 @@ class FedKMeans(BaseFederatedClusterer):
         Per Lloyd round: ``center_shift`` (weighted sum of squared moves),
         ``inertia`` (before the update; NaN in round 1, which starts from the
         seeding's labels), ``n_empty``, ``n_samples``.
-    bytes_up_, bytes_down_ : ndarray of shape (n_rounds_, n_clients)
+    bytes_up_, bytes_down_ : ndarray of shape (``n_rounds_``, n_clients)
         Wire bytes each client sent and received in each round.
     global_model_ : Message
         The seeding's global model.

@@ -213,6 +213,14 @@ class FedKStarHCModel(Message):
         tree, BIC of k = 1..n_k clusters (``k_select="bic"``, may be
         negative) or the Calinski-Harabasz index of k = 2..n_k+1
         (``k_select="ch"``); empty otherwise and when omitted.
+    merges : ndarray of shape (n_merges, 2), optional
+        The server's merge sequence over the k0 uploaded subclusters: slots
+        (p, q), p < q, the union keeping slot p (``mode="robust"``: the whole
+        tree down to one cluster, ``k0 - 1`` merges; ``mode="paper"``: the
+        ``k0 - k`` merges down to the k clusters). Empty when omitted.
+    merge_heights : ndarray of shape (n_merges,), optional
+        Linkage cost of each merge (Ward's cost in standardised units, or
+        Eq. (21)). Empty when omitted.
     """
 
     METHOD = "fedkstarhc"
@@ -225,6 +233,8 @@ class FedKStarHCModel(Message):
         "subcluster_labels": ArraySpec("i", 1, min_value=0),
         "p_curve": ArraySpec("f", 1, min_value=0.0),
         "k_scores": ArraySpec("f", 1),
+        "merges": ArraySpec("i", 2, min_value=0),
+        "merge_heights": ArraySpec("f", 1),
     }
     centers: np.ndarray
     counts: np.ndarray
@@ -239,10 +249,16 @@ class FedKStarHCModel(Message):
     estimated: bool
     n_features: int
     k_scores: np.ndarray | None = None
+    merges: np.ndarray | None = None
+    merge_heights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.k_scores is None:
             object.__setattr__(self, "k_scores", np.zeros(0))
+        if self.merges is None:
+            object.__setattr__(self, "merges", np.zeros((0, 2), dtype=np.int64))
+        if self.merge_heights is None:
+            object.__setattr__(self, "merge_heights", np.zeros(0))
         super().__post_init__()
 
     def _check_consistency(self) -> None:
@@ -254,6 +270,11 @@ class FedKStarHCModel(Message):
             self._fail("subcluster_labels refers to a cluster that does not exist or leaves one empty")
         if lab.size and np.unique(lab).size != k:
             self._fail("every cluster must own at least one subcluster")
+        m = self.merges.shape[0]
+        if self.merges.shape[1:] != (2,) or m >= max(lab.size, 1) or self.merge_heights.shape != (m,):
+            self._fail("merges must be (n_merges, 2) with n_merges < the subclusters and one merge_heights each")
+        if m and (self.merges.max() >= lab.size or (self.merges[:, 0] >= self.merges[:, 1]).any()):
+            self._fail("merges must name subcluster slots (p, q) with p < q")
 
 
 @dataclass(frozen=True, eq=False)
@@ -1204,7 +1225,7 @@ class FedKStarHC(BaseFederatedClusterer):
         min_component_size=1``. Over the nine datasets and the two non-IID
         sets (Z = 3, k-means micro, seeds 0-29, 330 runs; t = 35) the
         defaults give k* = K in 17 % of runs against 15 % (literal), mean
-        |k* - K| 2.40 against 2.84, and mean ARI at the estimated k* 0.54
+        ``|k* - K|`` 2.40 against 2.84, and mean ARI at the estimated k* 0.54
         against 0.50 (0.73 with K given). Mutual pairs without pruning score
         about the same there (18 %, 2.15, 0.55) but count isolated nodes as
         clusters on well-separated blobs. With SNP micro (seeds 0-9) k* = K
@@ -1258,7 +1279,7 @@ class FedKStarHC(BaseFederatedClusterer):
     ----------
     labels_ : ndarray of shape (n_samples,), dtype=int32
     client_labels_ : list of ndarray
-    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+    cluster_centers_ : ndarray of shape (``n_clusters_``, n_features)
         Mean of each final cluster's substitute rows.
     n_clusters_ : int
         Number of clusters found (k* when estimated).
@@ -1273,6 +1294,13 @@ class FedKStarHC(BaseFederatedClusterer):
         ``mode="robust"`` with k estimated: BIC of k = 1, 2, ... clusters
         (``k_select="bic"``) or the Calinski-Harabasz index of k = 2, 3, ...
         (``k_select="ch"``) along the merge tree; k* is its arg-max.
+    merges_ : ndarray of shape (n_merges, 2)
+        The server's merge sequence over the k0 subclusters (slots (p, q),
+        the union keeps p): the whole tree in ``mode="robust"``, the merges
+        down to the final clusters in ``mode="paper"``; drawn by
+        :func:`fastfc.plotting.plot_dendrogram`.
+    merge_heights_ : ndarray of shape (n_merges,)
+        The linkage cost of each merge.
     client_summaries_ : list of FedKStarHCSummary
     global_model_ : FedKStarHCModel
     timings_ : dict
@@ -1422,6 +1450,8 @@ class FedKStarHC(BaseFederatedClusterer):
             n_nodes=model.n_nodes, b_opt=model.b_opt, T=model.threshold_t, D_s=model.d_s,
             p_curve=np.array(model.p_curve),
         )
+        self.merges_ = np.array(model.merges)
+        self.merge_heights_ = np.array(model.merge_heights)
 
     # phases -----------------------------------------------------------------
     def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[FedKStarHCSummary, dict]:
@@ -1496,6 +1526,7 @@ class FedKStarHC(BaseFederatedClusterer):
         mean, std, m2 = pooled_scale(counts, means, stds)
         n = int(counts.sum())
         scores = np.zeros(0)
+        merges, heights = np.zeros((0, 2), dtype=np.int64), np.zeros(0)
         if not (std > IDENTICAL_RTOL * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)).any():
             warnings.warn(
                 f"all {n} rows are identical (every feature's spread is below {IDENTICAL_RTOL:g} of its value): "
@@ -1506,7 +1537,7 @@ class FedKStarHC(BaseFederatedClusterer):
         else:
             unit = np.where(std > 0, std, 1.0)
             beta = 0.0 if self.beta is None else self.beta
-            merges, _, gain = moment_tree(counts, means / unit, m2 / unit ** 2, linkage=self.linkage, beta=beta,
+            merges, heights, gain = moment_tree(counts, means / unit, m2 / unit ** 2, linkage=self.linkage, beta=beta,
                                           sim_norm=self.sim_norm, n_threads=n_threads)
             if self.n_clusters is None and self.k_select == "bic":
                 k, scores = select_k_bic(merges, counts, means / unit, m2 / unit ** 2)
@@ -1535,6 +1566,7 @@ class FedKStarHC(BaseFederatedClusterer):
             centers=centers, counts=cnt.astype(np.int64), radii=np.sqrt(m2c.sum(1) / cnt), stds=stds_c,
             subcluster_labels=labels, p_curve=np.zeros(0), k_scores=scores, n_nodes=-1, b_opt=-1,
             threshold_t=-1.0, d_s=-1.0, estimated=self.n_clusters is None, n_features=d,
+            merges=merges, merge_heights=heights,
         )
 
     def _merge_paper(self, summaries: list[FedKStarHCSummary], counts: np.ndarray, d: int, n_threads: int,
@@ -1590,6 +1622,7 @@ class FedKStarHC(BaseFederatedClusterer):
             threshold_t=-1.0 if info is None else float(info["T"]),
             d_s=-1.0 if info is None else float(info["D_s"]),
             k_scores=np.zeros(0), estimated=info is not None, n_features=d,
+            merges=res["merges"], merge_heights=res["heights"],
         )
 
     def _floor(self, d: int) -> int:

@@ -8,24 +8,24 @@ directions. Connected components with >= 2 clusters are federated groups; each t
 with FedAvg over its members' cluster data. Every active client then re-partitions its rows into
 its K_i clusters with its own and all group models (Algorithm 2); a client whose partition agrees
 with the previous one (self-ACC >= ``tau``) becomes stable and, one iteration later, frozen. The
-run stops when no client is active, when |G| and |I| plateau, or at ``max_iter``.
+run stops when no client is active, when ``|G|`` and ``|I|`` plateau, or at ``max_iter``.
 
 One FedCRef iteration over protocol rounds (what crosses the wire: AE parameters as flat float32
 arrays, scores, small counters -- never rows):
 
-====================  =====================================  ======================================
-client uploads        from                                   server answers
-====================  =====================================  ======================================
-``FedCRefModels``     round 0 (init + local AEs), or after   ``FedCRefModelSet``: every model to
-                      ``FedCRefProceed`` (fresh local AEs)   every client
-``FedCRefScores``     the model set (cross-evaluation)       association graph, groups; a
-                                                             ``FedCRefTrainTask`` (FedAvg round 1)
-                                                             or, without groups, the group models
-``FedCRefTrainUpdate``  a train task                         FedAvg; the next task, or after
-                                                             ``fl_rounds`` ``FedCRefGroupModels``
-``FedCRefStatus``     the group models (refinement,          stop? ``FedCRefFinal`` (labels) :
-                      self-ACC, stability)                   ``FedCRefProceed``
-====================  =====================================  ======================================
+========================  =====================================  ======================================
+client uploads            from                                   server answers
+========================  =====================================  ======================================
+``FedCRefModels``         round 0 (init + local AEs), or after   ``FedCRefModelSet``: every model to
+                          ``FedCRefProceed`` (fresh local AEs)   every client
+``FedCRefScores``         the model set (cross-evaluation)       association graph, groups; a
+                                                                 ``FedCRefTrainTask`` (FedAvg round 1)
+                                                                 or, without groups, the group models
+``FedCRefTrainUpdate``    a train task                           FedAvg; the next task, or after
+                                                                 ``fl_rounds`` ``FedCRefGroupModels``
+``FedCRefStatus``         the group models (refinement,          stop? ``FedCRefFinal`` (labels) :
+                          self-ACC, stability)                   ``FedCRefProceed``
+========================  =====================================  ======================================
 
 Final labels (:attr:`FedCRef.labels_`) are global distribution ids by provenance (spec §3.7):
 a cluster explained by group model ``g`` gets id ``g``; one explained by a local model whose cluster
@@ -394,7 +394,7 @@ class FedCRef(BaseFederatedClusterer):
     min_assoc_size : int, default=10
         Clusters with fewer rows take no part in association.
     tol_G, tol_I : float, default=0.1
-        Plateau tolerances of |G| and |I| (stop when both hold over ``plateau_window``).
+        Plateau tolerances of ``|G|`` and ``|I|`` (stop when both hold over ``plateau_window``).
     plateau_window : int, default=3
     max_mean_refinements : int or None, default=10
         Stop when the mean number of refinements per client reaches it (None: no cap).
@@ -414,11 +414,11 @@ class FedCRef(BaseFederatedClusterer):
     init_local_labels_ : list of ndarray
         Each client's initial partition.
     n_distributions_ : int
-        |G| of the last association graph: the estimated number of global distributions.
+        ``|G|`` of the last association graph: the estimated number of global distributions.
     n_clusters_ : int
         Global ids in use: the groups plus the isolated clusters of the last graph (each gets a
         fresh id), so ``labels_`` lie in ``0..n_clusters_-1``.
-    group_models_ : ndarray of shape (n_distributions_, n_params), float32
+    group_models_ : ndarray of shape (``n_distributions_``, n_params), float32
         The FedAvg model of each group (layout :func:`fastfc._ae.layout`).
     cluster_global_ : list of ndarray
         Global id of each client's local cluster in the last graph (-1: no vertex).
