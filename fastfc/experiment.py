@@ -27,13 +27,19 @@ METHODS: dict[str, str] = {
 }
 
 
-def make_estimator(method: str, **params):
-    """Build the estimator registered under ``method`` with ``params``."""
+def _estimator_class(method: str) -> type:
+    """The estimator class registered under ``method`` (case, ``-`` and ``_`` ignored)."""
     key = method.lower().replace("-", "").replace("_", "")
     if key not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
     module, cls = METHODS[key].split(":")
-    est_cls = getattr(importlib.import_module(module), cls)
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_estimator(method: str, **params):
+    """Build the estimator registered under ``method`` with ``params``."""
+    est_cls = _estimator_class(method)
+    cls = est_cls.__name__
     valid = est_cls().get_params()
     unknown = sorted(set(params) - set(valid))
     if unknown:
@@ -158,7 +164,10 @@ def run_method(
 
     ``n_clusters`` defaults to the number of distinct labels in ``y_clients``;
     ``"auto"`` lets a method that can estimate it do so (``n_clusters=None`` of
-    :class:`~fastfc.FedKStarHC`). The result reports the number found.
+    :class:`~fastfc.FedKStarHC`). The result reports the number found. A method
+    without a global number of clusters (:class:`~fastfc.FedCRef`) takes it as
+    every client's own number of clusters (``n_local_clusters``) unless
+    ``params`` gives that.
 
     Two evaluation protocols (gold.md §6):
 
@@ -208,7 +217,12 @@ def run_method(
         if n_clusters != "auto":
             raise ValueError(f"n_clusters must be an integer or 'auto', got {n_clusters!r}")
         n_clusters = None  # the method estimates it (or rejects None with a clear error)
-    est = make_estimator(method, n_clusters=n_clusters, random_state=random_state, n_jobs=n_jobs, **params)
+    if "n_clusters" in _estimator_class(method)().get_params():
+        params["n_clusters"] = n_clusters
+    elif "n_local_clusters" not in params:
+        # FedCRef has no global k: n_clusters is every client's own K_i (unless given as a parameter)
+        params["n_local_clusters"] = n_clusters
+    est = make_estimator(method, random_state=random_state, n_jobs=n_jobs, **params)
     est.fit_clients(X_clients, progress=progress)
     metrics = {}
     if protocol == "client":

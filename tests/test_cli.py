@@ -348,3 +348,22 @@ def test_run_reports_rounds_and_bytes(capsys):
     assert main(["run", "fedkmeans", "--dataset", "iris", "--clients", "3"]) == 0
     out = capsys.readouterr().out
     assert "bytes up / down" in out and "round 1" in out
+
+
+def test_run_fedcref_takes_the_label_count_as_each_clients_k(tmp_path, capsys):
+    """FedCRef has no global n_clusters: `fastfc run fedcref` passes it as n_local_clusters (unless given)."""
+    rng = np.random.default_rng(0)
+    rows = ["site,a,b,kind"]
+    for i in range(120):
+        kind = i % 3
+        a, b = np.clip(rng.normal([0.2, 0.5, 0.8][kind], 0.05, 2), 0, 1)
+        rows.append(f"s{i % 2},{a:.4f},{b:.4f},{kind}")
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n")
+    base = ["run", "fedcref", "--data", str(path), "--client-column", "site", "--label-column", "kind", "--json",
+            "--param", "fl_rounds=1", "--param", "local_epochs=2"]
+    assert main(base) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["params"]["n_local_clusters"] == 3 and res["n_clients"] == 2
+    assert main(base + ["--param", "n_local_clusters=2"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"]["n_local_clusters"] == 2

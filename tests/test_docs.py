@@ -44,20 +44,59 @@ def code_blocks(text: str) -> list[str]:
     return blocks
 
 
+def shell_commands(block: str) -> list[str]:
+    """The ``fastfc ...`` commands of a shell block, ``for VAR in A B; do ... done`` loops unrolled."""
+    lines = [ln.split("#")[0].rstrip() for ln in block.replace("\\\n", " ").splitlines()]
+    cmds, loop = [], None
+    for ln in (ln.strip() for ln in lines):
+        m = re.fullmatch(r"for (\w+) in ([^;]+); do", ln)
+        if m:
+            loop = (m.group(1), m.group(2).split())
+        elif ln == "done":
+            loop = None
+        elif ln.startswith("fastfc "):
+            cmds += [ln] if loop is None else [ln.replace("$" + loop[0], v) for v in loop[1]]
+    return cmds
+
+
+def argv_of(cmd: str) -> list[str]:
+    """A command's arguments, without the shell's redirections (``> FILE``) and pipes."""
+    words = []
+    for word in shlex.split(cmd):
+        if word in ("|", "&&", ";") or word.startswith((">", "2>", "<")):
+            break
+        words.append(word)
+    return words[1:]
+
+
 def test_docs_cli_commands_parse():
     from fastfc import cli
 
     cmds = []
     for page in pages():
         for block in code_blocks(page.read_text(encoding="utf-8")):
-            joined = block.replace("\\\n", " ")
-            cmds += [ln.split("#")[0].strip() for ln in joined.splitlines() if ln.strip().startswith("fastfc ")]
+            cmds += shell_commands(block)
     assert any(c.startswith("fastfc run") and "--plot" in c for c in cmds)
+    assert any(c.startswith("fastfc predict") for c in cmds) and any(c.startswith("fastfc rerun") for c in cmds)
     for cmd in cmds:
+        assert "$" not in cmd, f"docs command with an unexpanded variable: {cmd}"
         try:
-            cli._build_parser().parse_args(shlex.split(cmd)[1:])
+            args = cli._build_parser().parse_args(argv_of(cmd))
         except SystemExit as exc:
             assert exc.code == 0, f"docs command does not parse: {cmd}"
+            continue
+        if args.command == "run":  # the method is checked at run time, not by argparse
+            from fastfc.experiment import METHODS
+
+            assert args.method in METHODS, f"docs command names no method: {cmd}"
+
+
+def test_shell_commands_unroll_loops_and_drop_redirections():
+    block = "for m in kfed gold; do\n    fastfc run $m --dataset iris --json > $m.json\ndone\nfastfc datasets  # list"
+    cmds = shell_commands(block)
+    assert cmds == ["fastfc run kfed --dataset iris --json > kfed.json", "fastfc run gold --dataset iris --json > gold.json",
+                    "fastfc datasets"]
+    assert argv_of(cmds[0]) == ["run", "kfed", "--dataset", "iris", "--json"]
 
 
 def _cited() -> list[tuple[Path, str]]:
