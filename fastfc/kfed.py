@@ -35,6 +35,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from . import _units
 from ._parallel import sklearn_seed
 from ._state import ClientState
+from ._validation import row_counts
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, LocalToGlobalReply, Message, MessageError
 
@@ -462,7 +463,7 @@ class KFed(BaseFederatedClusterer):
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         super()._check_clients_vs_params(X_clients)
         k_local = self._k_local()
-        n_centres = sum(min(len(x), k_local) for x in X_clients)
+        n_centres = sum(min(n, k_local) for n in row_counts(X_clients))
         if n_centres < self.n_clusters:
             raise ValueError(
                 f"k-FED needs at least n_clusters={self.n_clusters} local centres in total, but "
