@@ -171,7 +171,9 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray,
     std = X.std(axis=0)
     ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
     scale = np.where(ok, bandwidth * np.where(ok, std, 1.0), 1.0)
-    return np.ascontiguousarray((X - mean) / scale), mean, scale
+    Z = X - mean
+    Z /= scale  # in place: the same values as (X - mean) / scale, one temporary
+    return np.ascontiguousarray(Z), mean, scale
 
 
 def local_scaler(X: np.ndarray) -> tuple[FeatureScaler, np.ndarray]:
