@@ -142,7 +142,7 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
         Given when ``X`` is the caller's scratch array: ``refill(X)`` rewrites it in place with
         its original values. Each Lloyd run then centres ``X`` in place (scikit-learn's
         ``copy_x=False``: the same arithmetic, so the same result) instead of copying it, and
-        ``X`` is refilled before the next start. ``X`` is left with rounding-level changes.
+        ``X`` is refilled before the next start. ``X`` is left centred.
 
     Returns
     -------
@@ -175,14 +175,77 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     starts = [_start_init(A_hat, V, n_local, rng) for _ in range(n_init)]
     del A_hat
     best = None
-    for s, (init, seed) in enumerate(starts):
+    for s, (init, _seed) in enumerate(starts):
         if refill is not None and s > 0:
-            refill(X)  # the previous run centred and un-centred X in place: back to its exact values
-        km = KMeans(n_clusters=n_local, init=init, n_init=1, max_iter=max_iter, tol=tol, random_state=seed,
-                    copy_x=refill is None).fit(X)
-        if best is None or km.inertia_ < best.inertia_:
-            best = km
-    return best.cluster_centers_.astype(X.dtype, copy=False), best.labels_.astype(np.int64)
+            refill(X)  # the previous run centred X in place: back to its exact values
+        run = lloyd_from(X, init, max_iter=max_iter, tol=tol, in_place=refill is not None)
+        if best is None or run[2] < best[2]:
+            best = run
+    return best[0].astype(X.dtype, copy=False), best[1].astype(np.int64)
+
+
+try:  # scikit-learn's Lloyd without the estimator's per-call validation (about 1 ms a call)
+    from sklearn.cluster._kmeans import _kmeans_single_lloyd
+    from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+    _HAVE_SKLEARN_LLOYD = True
+except ImportError:  # pragma: no cover - private API moved: the estimator
+    _HAVE_SKLEARN_LLOYD = False
+
+
+def lloyd_from(X: np.ndarray, init: np.ndarray, *, max_iter: int, tol: float, in_place: bool = False,
+               use_estimator: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+    """``KMeans(n_clusters=len(init), init=init, n_init=1, max_iter, tol).fit(X)``, its steps called directly.
+
+    The same operations as the estimator's ``fit`` for a dense float ``X`` and an explicit
+    ``init`` (tolerance ``tol * mean(var(X))``, data and init centred on X's mean, one
+    ``_kmeans_single_lloyd`` on scikit-learn's OpenMP thread count, the mean added back, the
+    same ConvergenceWarning when clusters end empty), without its per-call parameter and
+    data validation, which dominates on small clients. Falls back to the estimator when the
+    private routine moves.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64, C-contiguous
+    init : ndarray of shape (n_clusters, n_features)
+    max_iter : int
+    tol : float
+        Relative tolerance (scikit-learn's).
+    in_place : bool, default=False
+        Centre ``X`` itself (the caller's scratch array; left centred) instead of a copy:
+        ``copy_x=False``.
+    use_estimator : bool, default=False
+        Run the estimator itself (the reference the direct path is tested against).
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features), X's dtype
+    labels : ndarray of shape (n_samples,), int32
+    inertia : float
+    """
+    if use_estimator or not _HAVE_SKLEARN_LLOYD or X.dtype not in (np.float32, np.float64) \
+            or not X.flags.c_contiguous:
+        km = KMeans(n_clusters=init.shape[0], init=init, n_init=1, max_iter=max_iter, tol=tol,
+                    copy_x=not in_place).fit(X)
+        return km.cluster_centers_, km.labels_, km.inertia_
+    Xw = X if in_place else X.copy()
+    tol_abs = np.mean(np.var(Xw, axis=0)) * tol if tol != 0 else 0
+    sample_weight = np.ones(Xw.shape[0], dtype=Xw.dtype)
+    n_threads = _openmp_effective_n_threads()
+    centers0 = np.array(init, dtype=Xw.dtype, order="C", copy=True)
+    X_mean = Xw.mean(axis=0)
+    Xw -= X_mean
+    centers0 -= X_mean
+    labels, inertia, centers, _ = _kmeans_single_lloyd(Xw, sample_weight, centers0, max_iter=max_iter,
+                                                       verbose=False, tol=tol_abs, n_threads=n_threads)
+    centers += X_mean
+    distinct = len(set(labels))
+    if distinct < init.shape[0]:
+        warnings.warn(
+            f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({init.shape[0]}). "
+            "Possibly due to duplicate points in X.", ConvergenceWarning, stacklevel=2,
+        )
+    return centers, labels, inertia
 
 
 #: elements per block of the seeding and proximity passes (bounded temporaries, same values as one pass)
