@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from fastfc import FeCA, KFed
+from fastfc import FeCA, FedKStarHC, KFed
 from fastfc._validation import ClientRows, row_counts, split_by_client_ids
 
 
@@ -92,3 +92,23 @@ def test_fit_with_ids_leaves_inputs_and_matches_fit_clients(make):
     for c, lab in zip(("a", "b", "c"), ref.client_labels_):
         np.testing.assert_array_equal(est.labels_[ids == c], lab)
     np.testing.assert_array_equal(est.client_ids_, ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: KFed(n_clusters=3, random_state=0),
+    lambda: KFed(n_clusters=3, random_state=0, units=None),
+    lambda: FeCA(3, random_state=0),
+    lambda: FeCA(3, random_state=0, units=None),
+    lambda: FedKStarHC(n_clusters=3, random_state=0),
+    lambda: FedKStarHC(n_clusters=3, random_state=0, mode="paper"),
+], ids=["kfed", "kfed-raw", "feca", "feca-raw", "kstar", "kstar-paper"])
+def test_contiguous_clients_views_leave_x_unchanged(make):
+    """Contiguous clients reach the methods as views of X: no method may write to them."""
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.normal(c, 0.3, size=(80, 3)) for c in (0, 4, 8)])
+    ids = np.repeat([0, 1, 2], 80)
+    X0 = X.copy()
+    est = make().fit(X, client_ids=ids)
+    np.testing.assert_array_equal(X, X0)
+    ref = make().fit_clients([X0[ids == c] for c in range(3)])
+    np.testing.assert_array_equal(est.labels_, ref.labels_)
