@@ -168,7 +168,7 @@ def ratio_child(cfg: dict) -> dict:
     y = np.concatenate([y[p] for p in parts])
     del X, parts
     size = sum(x.nbytes for x in X_clients)
-    times = []
+    times, cpu = [], []
     peak = None
     for r in range(reps):
         est = make()
@@ -176,20 +176,23 @@ def ratio_child(cfg: dict) -> dict:
         if r == 0:
             with open("/proc/self/clear_refs", "w") as fh:
                 fh.write("5")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         est.fit_clients(X_clients)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         if r == 0:
             peak = (_status("VmHWM") - base) / size
     ari = float(adjusted_rand_score(y, est.labels_))
     Xp = np.concatenate(X_clients)
     del X_clients
-    ktimes = []
+    ktimes, kcpu = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         km = KMeans(10, n_init=1, random_state=0).fit(Xp)
         ktimes.append(time.perf_counter() - t0)
+        kcpu.append(time.process_time() - c0)
     return dict(cfg, seconds=float(np.median(times)), kmeans_seconds=float(np.median(ktimes)), ari=ari,
+                cpu_seconds=float(np.median(cpu)), kmeans_cpu_seconds=float(np.median(kcpu)),
                 kmeans_ari=float(adjusted_rand_score(y, km.labels_)), peak_ratio=peak)
 
 
@@ -218,10 +221,13 @@ def run_ratio(args) -> int:
     print(f"Whole fits (`fit_clients`, n_jobs={args.n_jobs}, JIT warm) side by side with pooled "
           f"`KMeans(n_clusters=10, n_init=1)` on the same rows, one fresh process per row; 10-cluster Gaussian "
           f"mixture (`make_gaussian_mixture`), random equal split; seconds = median of {args.repeats} fits; "
-          "ratio = seconds / KMeans seconds; peak = resident-set high-water mark of the first fit minus the "
-          "resident set before it, over size(X) (what the fit adds).\n")
-    print("| method | rows | d | clients | seconds | KMeans s | ratio | ARI | KMeans ARI | peak / size(X) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "ratio = seconds / KMeans seconds; CPU = the process's CPU seconds (all threads; KMeans runs on "
+          "scikit-learn's default OpenMP threads) and their ratio, far less disturbed by other load than wall "
+          "time; peak = resident-set high-water mark of the first fit minus the resident set before it, over "
+          "size(X) (what the fit adds).\n")
+    print("| method | rows | d | clients | seconds | KMeans s | ratio | CPU s | KMeans CPU s | CPU ratio | ARI "
+          "| KMeans ARI | peak / size(X) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = []
     configs = [(n, d, cs[0]) for d in ds for n in ns] + [(ns[-1], d, c) for d in ds for c in cs[1:]]
     for method in args.methods.split(","):
@@ -231,17 +237,18 @@ def run_ratio(args) -> int:
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 err = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
-                print(f"| {method} | {n:,} | {d} | {c} | error: {err} | | | | | |", flush=True)
+                print(f"| {method} | {n:,} | {d} | {c} | error: {err} | | | | | | | | |", flush=True)
                 continue
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             results.append(r)
             print(f"| {method} | {n:,} | {d} | {c} | {r['seconds']:.3f} | {r['kmeans_seconds']:.3f} | "
-                  f"{r['seconds'] / r['kmeans_seconds']:.2f} | {r['ari']:.3f} | {r['kmeans_ari']:.3f} | "
+                  f"{r['seconds'] / r['kmeans_seconds']:.2f} | {r['cpu_seconds']:.3f} | {r['kmeans_cpu_seconds']:.3f} | "
+                  f"{r['cpu_seconds'] / r['kmeans_cpu_seconds']:.2f} | {r['ari']:.3f} | {r['kmeans_ari']:.3f} | "
                   f"{r['peak_ratio']:.2f} |", flush=True)
     print("\nLog-log slopes of seconds (least squares): in n at clients = "
           f"{cs[0]}, and in clients at n = {ns[-1]:,}.\n")
-    print("| method | d | slope in n | slope in clients | KMeans slope in n |")
-    print("|---|---|---|---|---|")
+    print("| method | d | slope in n | slope in clients | KMeans slope in n | CPU slope in n | CPU slope in clients |")
+    print("|---|---|---|---|---|---|---|")
     for method in args.methods.split(","):
         for d in ds:
             by_n = [r for r in results if r["method"] == method and r["d"] == d and r["clients"] == cs[0]]
@@ -249,7 +256,9 @@ def run_ratio(args) -> int:
             sn = _slope([r["n"] for r in by_n], [r["seconds"] for r in by_n])
             sc = _slope([r["clients"] for r in by_c], [r["seconds"] for r in by_c])
             sk = _slope([r["n"] for r in by_n], [r["kmeans_seconds"] for r in by_n])
-            print(f"| {method} | {d} | {sn:.2f} | {sc:.2f} | {sk:.2f} |")
+            cn = _slope([r["n"] for r in by_n], [r["cpu_seconds"] for r in by_n])
+            cc = _slope([r["clients"] for r in by_c], [r["cpu_seconds"] for r in by_c])
+            print(f"| {method} | {d} | {sn:.2f} | {sc:.2f} | {sk:.2f} | {cn:.2f} | {cc:.2f} |")
     return 0
 
 
