@@ -561,7 +561,8 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
                 pieces = True
             else:
                 t = ((X[rows] - centers[i]) @ u) / length2
-                mid, end_i, end_j = (int(np.count_nonzero(np.abs(t - a) <= window)) for a in (0.5, 0.0, 1.0))
+                # |t - a| <= window at a = 0.5, 0, 1 in one pass (elementwise the same tests)
+                mid, end_i, end_j = np.count_nonzero(np.abs(t[:, None] - _WINDOW_AT) <= window, axis=0).tolist()
                 pieces = mid >= max(2.0, dip * min(end_i, end_j))
             if pieces:
                 ri, rj = root(i), root(j)
@@ -573,6 +574,9 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
             roots[parts] = parts
     return np.unique(roots, return_inverse=True)[1].astype(np.int64)
 
+
+#: the window centres of merge_pieces: the middle of the segment and its two ends
+_WINDOW_AT = np.array([0.5, 0.0, 1.0])
 
 #: fewer rows than this always "look Gaussian" (the normality test is not run)
 _MIN_AD_ROWS = 8
@@ -611,7 +615,7 @@ def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     of the d x d ``R``) gives the same ``vt`` without numpy's input copy and ``U`` (n x d each).
     """
     n, d = P.shape
-    if n < 2 * d:  # not tall: the plain SVD (small)
+    if n < 2 * d or n * d < 1 << 16:  # not tall, or small (the copy is cheap, the LAPACK calls are not)
         return np.linalg.svd(P - mean, full_matrices=False)[2]
     import scipy.linalg
 
