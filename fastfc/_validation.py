@@ -190,7 +190,7 @@ def _code_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             dtype = _small_codes(len(present))
             lut = np.zeros(span, dtype=dtype)
             lut[present] = np.arange(len(present), dtype=dtype)
-            uniq = (present + lo).astype(ids.dtype) if kind != "b" else present.astype(bool)
+            uniq = (present + lo).astype(ids.dtype)
             return uniq, lut[shifted], counts[present]
         return _code_by_hash(ids, ids)
     if kind in "SU" and ids.dtype.itemsize in (1, 2, 4, 8):

@@ -32,6 +32,8 @@ def id_cases():
     yield "many clients (> 256)", rng.integers(0, 1000, n)
     yield "many clients (> 65536)", rng.integers(0, 70_000, 100_000)
     yield "bool", rng.integers(0, 2, n).astype(bool)
+    yield "bool, all True", np.ones(40, dtype=bool)
+    yield "uint8 one value", np.full(30, 200, dtype=np.uint8)
     yield "floats", rng.choice(np.array([0.5, -2.0, 1e9, 3.25]), n)
     yield "short strings (U2)", rng.choice(np.array(["b", "a", "zz", "é", "ab"]), n)
     yield "bytes (S1)", rng.choice(np.array([b"q", b"a", b"m"]), n)
