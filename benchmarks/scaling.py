@@ -14,14 +14,28 @@ The data are the asv suites' (``benchmarks/bench_*.py``): an isotropic Gaussian 
 * ``kstar_server``: Fed-k*-HC's server phase alone on 10 000 synthetic subclusters
   (``bench_fed_kstar_hc.synthetic_summaries``), k given and k* estimated.
 
+``--what ratio`` (not in the default set) writes a different table: each estimator of
+``--methods`` side by side with pooled ``KMeans(n_init=1)`` on the same rows, one fresh process
+per configuration (``--n`` rows x ``--d`` features x ``--clients``, 10-cluster mixture, random
+equal split; the estimator's ``n_clusters`` = 10): seconds (median of ``--repeats`` whole fits
+after a warm-up fit), pooled KMeans seconds (median of as many fits) and their ratio, ARI of
+both, peak memory of the first timed fit over size(X) (the resident-set high-water mark,
+reset before the fit, minus the resident set before it, over the data's bytes: what the fit
+adds, as in ``benchmarks/peak_memory.py``), and the log-log slopes of seconds in n (at the
+smallest client count) and in clients (at the largest n).
+
 Usage::
 
     python benchmarks/scaling.py --out benchmarks/results/scaling.md
     python benchmarks/scaling.py --what fedhire,feca --repeats 3
+    python benchmarks/scaling.py --what ratio --n 1e4,1e5,1e6 --clients 10,100 --out benchmarks/results/scaling_ratio.md
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 
@@ -113,12 +127,164 @@ def row(method: str, config: str, n: int, n_clients: int, seconds: float, repeat
     return f"| {method} | {config} | {n:,} | {n_clients} | {seconds:.3f} | {repeats} | {ari_cell} |"
 
 
+def _status(field: str) -> int:
+    """A ``/proc/self/status`` memory field in bytes."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def ratio_child(cfg: dict) -> dict:
+    """One ``ratio`` configuration, measured in this (fresh) process.
+
+    Parameters
+    ----------
+    cfg : dict
+        ``method``, ``n``, ``d``, ``clients``, ``repeats``, ``n_jobs``.
+
+    Returns
+    -------
+    dict
+        ``cfg`` plus ``seconds``, ``kmeans_seconds``, ``ari``, ``kmeans_ari``, ``peak_ratio``.
+    """
+    import fastfc
+    from fastfc.datasets import make_gaussian_mixture
+    from fastfc.metrics import adjusted_rand_score
+    from sklearn.cluster import KMeans
+
+    n, d, c, reps = cfg["n"], cfg["d"], cfg["clients"], cfg["repeats"]
+
+    def make():
+        return getattr(fastfc, cfg["method"])(n_clusters=10, random_state=0, n_jobs=cfg["n_jobs"])
+
+    Xw, _ = make_gaussian_mixture(4000, d, 10, random_state=1)
+    make().fit(Xw, client_ids=np.arange(4000) % min(c, 4))
+    KMeans(10, n_init=1, random_state=0).fit(Xw)
+    X, y = make_gaussian_mixture(n, d, 10, random_state=0)
+    parts = np.array_split(np.random.default_rng(0).permutation(n), c)
+    X_clients = [X[p] for p in parts]
+    y = np.concatenate([y[p] for p in parts])
+    del X, parts
+    size = sum(x.nbytes for x in X_clients)
+    times, cpu = [], []
+    peak = None
+    for r in range(reps):
+        est = make()
+        base = _status("VmRSS")
+        if r == 0:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+        t0, c0 = time.perf_counter(), time.process_time()
+        est.fit_clients(X_clients)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        if r == 0:
+            peak = (_status("VmHWM") - base) / size
+    ari = float(adjusted_rand_score(y, est.labels_))
+    Xp = np.concatenate(X_clients)
+    del X_clients
+    ktimes, kcpu = [], []
+    for _ in range(reps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        km = KMeans(10, n_init=1, random_state=0).fit(Xp)
+        ktimes.append(time.perf_counter() - t0)
+        kcpu.append(time.process_time() - c0)
+    return dict(cfg, seconds=float(np.median(times)), kmeans_seconds=float(np.median(ktimes)), ari=ari,
+                cpu_seconds=float(np.median(cpu)), kmeans_cpu_seconds=float(np.median(kcpu)),
+                kmeans_ari=float(adjusted_rand_score(y, km.labels_)), peak_ratio=peak)
+
+
+def _slope(xs, ys) -> float:
+    """Least-squares slope of log(ys) against log(xs) (NaN with fewer than two points)."""
+    if len(xs) < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def run_ratio(args) -> int:
+    """The ``ratio`` table (see the module docstring): one fresh process per configuration.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    int
+        Exit status 0.
+    """
+    ns = [int(float(v)) for v in args.n.split(",")]
+    cs = [int(v) for v in args.clients.split(",")]
+    ds = [int(v) for v in args.d.split(",")]
+    print(f"Whole fits (`fit_clients`, n_jobs={args.n_jobs}, JIT warm) side by side with pooled "
+          f"`KMeans(n_clusters=10, n_init=1)` on the same rows, one fresh process per row; 10-cluster Gaussian "
+          f"mixture (`make_gaussian_mixture`), random equal split; seconds = median of {args.repeats} fits; "
+          "ratio = seconds / KMeans seconds; CPU = the process's CPU seconds (all threads; KMeans runs on "
+          "scikit-learn's default OpenMP threads) and their ratio, far less disturbed by other load than wall "
+          "time; peak = resident-set high-water mark of the first fit minus the resident set before it, over "
+          "size(X) (what the fit adds).\n")
+    print("| method | rows | d | clients | seconds | KMeans s | ratio | CPU s | KMeans CPU s | CPU ratio | ARI "
+          "| KMeans ARI | peak / size(X) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    results = []
+    configs = [(n, d, cs[0]) for d in ds for n in ns] + [(ns[-1], d, c) for d in ds for c in cs[1:]]
+    for method in args.methods.split(","):
+        for n, d, c in configs:
+            cfg = dict(method=method, n=n, d=d, clients=c, repeats=args.repeats, n_jobs=args.n_jobs)
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--ratio-child", json.dumps(cfg)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                err = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+                print(f"| {method} | {n:,} | {d} | {c} | error: {err} | | | | | | | | |", flush=True)
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            results.append(r)
+            print(f"| {method} | {n:,} | {d} | {c} | {r['seconds']:.3f} | {r['kmeans_seconds']:.3f} | "
+                  f"{r['seconds'] / r['kmeans_seconds']:.2f} | {r['cpu_seconds']:.3f} | {r['kmeans_cpu_seconds']:.3f} | "
+                  f"{r['cpu_seconds'] / r['kmeans_cpu_seconds']:.2f} | {r['ari']:.3f} | {r['kmeans_ari']:.3f} | "
+                  f"{r['peak_ratio']:.2f} |", flush=True)
+    print("\nLog-log slopes of seconds (least squares): in n at clients = "
+          f"{cs[0]}, and in clients at n = {ns[-1]:,}.\n")
+    print("| method | d | slope in n | slope in clients | KMeans slope in n | CPU slope in n | CPU slope in clients |")
+    print("|---|---|---|---|---|---|---|")
+    for method in args.methods.split(","):
+        for d in ds:
+            by_n = [r for r in results if r["method"] == method and r["d"] == d and r["clients"] == cs[0]]
+            by_c = [r for r in results if r["method"] == method and r["d"] == d and r["n"] == ns[-1]]
+            sn = _slope([r["n"] for r in by_n], [r["seconds"] for r in by_n])
+            sc = _slope([r["clients"] for r in by_c], [r["seconds"] for r in by_c])
+            sk = _slope([r["n"] for r in by_n], [r["kmeans_seconds"] for r in by_n])
+            cn = _slope([r["n"] for r in by_n], [r["cpu_seconds"] for r in by_n])
+            cc = _slope([r["clients"] for r in by_c], [r["cpu_seconds"] for r in by_c])
+            print(f"| {method} | {d} | {sn:.2f} | {sc:.2f} | {sk:.2f} | {cn:.2f} | {cc:.2f} |")
+    return 0
+
+
 def main(argv=None) -> int:
     """Run the requested timings and print one markdown table (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--what", default=",".join(ALL), help="comma-separated subset of " + ", ".join(ALL))
+    ap.add_argument("--what", default=",".join(ALL), help="comma-separated subset of " + ", ".join(ALL) + ", or ratio")
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per row (median taken)")
-    return run_with_out(ap, argv, lambda args: run(args.what.split(","), args.repeats))
+    ap.add_argument("--methods", default="KFed,FeCA,FedKStarHC", help="ratio: estimators")
+    ap.add_argument("--n", default="1e4,1e5,1e6", help="ratio: comma-separated row counts")
+    ap.add_argument("--d", default="10", help="ratio: comma-separated feature counts")
+    ap.add_argument("--clients", default="10,100", help="ratio: client counts (the first for the slope in n)")
+    ap.add_argument("--n-jobs", type=int, default=1, help="ratio: threads per fit")
+    ap.add_argument("--ratio-child", help=argparse.SUPPRESS)
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--ratio-child" in argv:
+        print(json.dumps(ratio_child(json.loads(ap.parse_args(argv).ratio_child))))
+        return 0
+
+    def body(args):
+        if args.what == "ratio":
+            return run_ratio(args)
+        return run(args.what.split(","), args.repeats)
+
+    return run_with_out(ap, argv, body)
 
 
 def run(what: list[str], repeats: int) -> int:

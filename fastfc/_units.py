@@ -62,7 +62,13 @@ def feature_moments(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     mean = X.mean(axis=0) if n else np.zeros(d)
-    var = ((X - mean) ** 2).mean(axis=0) if n else np.zeros(d)
+    if n:
+        dev = X - mean
+        np.square(dev, out=dev)  # in place: the same values as (X - mean) ** 2, one temporary
+        var = dev.mean(axis=0)
+        del dev
+    else:
+        var = np.zeros(d)
     return np.vstack([np.full(d, float(n)), mean, var])
 
 
@@ -126,9 +132,14 @@ class FeatureScaler:
         """Boolean mask of the constant features."""
         return self.weight == 0.0
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        """Rows in standardised units: ``(X - shift) * weight`` (constant features become 0)."""
-        return (np.asarray(X, dtype=np.float64) - self.shift) * self.weight
+    def transform(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows in standardised units: ``(X - shift) * weight`` (constant features become 0).
+
+        ``out``: a float64 array of X's shape to write into (else one new array).
+        """
+        Z = np.subtract(np.asarray(X), self.shift, dtype=np.float64, out=out)  # scaled in place
+        Z *= self.weight
+        return Z
 
     def inverse(self, Z: np.ndarray) -> np.ndarray:
         """Rows back in raw units: ``shift + Z * scale`` (a constant feature gets its value)."""
@@ -160,7 +171,9 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray,
     std = X.std(axis=0)
     ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
     scale = np.where(ok, bandwidth * np.where(ok, std, 1.0), 1.0)
-    return np.ascontiguousarray((X - mean) / scale), mean, scale
+    Z = X - mean
+    Z /= scale  # in place: the same values as (X - mean) / scale, one temporary
+    return np.ascontiguousarray(Z), mean, scale
 
 
 def local_scaler(X: np.ndarray) -> tuple[FeatureScaler, np.ndarray]:

@@ -16,6 +16,8 @@ __all__ = [
     "check_clients",
     "check_client_index",
     "split_by_client_ids",
+    "ClientRows",
+    "row_counts",
 ]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
@@ -108,14 +110,38 @@ def check_clients(X_clients: Sequence, *, min_samples: int = 1) -> list[np.ndarr
     return out
 
 
-def split_by_client_ids(n_samples: int, client_ids) -> tuple[list[np.ndarray], np.ndarray]:
-    """Group row indices by client id.
+def split_by_client_ids(n_samples: int, client_ids) -> tuple[list, np.ndarray]:
+    """Group row indices by client id, in O(n) for integer ids and short strings.
 
-    Returns ``(index_per_client, unique_ids)`` with clients in sorted id order
-    and each client's rows in input order.
+    Parameters
+    ----------
+    n_samples : int
+        Rows of the stacked matrix.
+    client_ids : array-like of shape (n_samples,) or None
+        The client of each row (any sortable labels); ``None`` means one client.
+
+    Returns
+    -------
+    rows_per_client : list of slice or ndarray of intp
+        Client ``c``'s rows, in input order: a ``slice`` when they form one contiguous block
+        (``X[rows]`` is then a view), else an index array of shape (n_rows_c,).
+    unique_ids : ndarray of shape (n_clients,)
+        The distinct ids in sorted order; client ``c`` owns the rows whose id is ``unique_ids[c]``.
+
+    Notes
+    -----
+    Clients come out in sorted id order (the documented order of ``fit(X, client_ids=...)``)
+    with each client's rows in input order, as ``np.unique`` and a stable sort would give.
+    Integer ids over a compact range are coded with one counting pass (``bincount`` and a
+    look-up table); sparse integers, floats and strings of at most 8 bytes are coded through
+    a hash-based ``np.unique(sorted=False)`` (numpy >= 2.3) and a binary search over the few
+    distinct ids; other labels (objects, long strings) fall back to ``np.unique``, which sorts.
+    Rows are then grouped without a comparison sort: each contiguous run of one client is
+    a slice; otherwise a stable radix ``argsort`` of 8- or 16-bit codes (up to 65 536
+    clients) orders them. ``client_ids`` is never modified.
     """
     if client_ids is None:
-        return [np.arange(n_samples, dtype=np.intp)], np.zeros(1, dtype=np.int64)
+        return [slice(0, n_samples)], np.zeros(1, dtype=np.int64)
     ids = np.asarray(client_ids)
     if ids.ndim != 1 or ids.shape[0] != n_samples:
         raise ValueError(
@@ -123,8 +149,115 @@ def split_by_client_ids(n_samples: int, client_ids) -> tuple[list[np.ndarray], n
         )
     if ids.dtype.kind == "f" and not np.all(np.isfinite(ids)):
         raise ValueError("client_ids contains NaN or inf")
+    if n_samples == 0:
+        return [], ids[:0].copy()
+    uniq, codes, counts = _code_ids(ids)
+    n_clients = len(uniq)
+    if n_clients == 1:
+        return [slice(0, n_samples)], uniq
+    differ = codes[1:] != codes[:-1]
+    if np.count_nonzero(differ) + 1 == n_clients:  # every client is one contiguous block: views
+        starts = np.concatenate(([0], np.flatnonzero(differ) + 1))
+        first = codes[starts]
+        rows: list = [None] * n_clients
+        for s, c in zip(starts.tolist(), first.tolist()):
+            rows[c] = slice(s, s + int(counts[c]))
+        return rows, uniq
+    del differ
+    order = np.argsort(codes, kind="stable")  # numpy sorts 8- and 16-bit keys with a radix sort: O(n)
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    return [order[bounds[c]:bounds[c + 1]] for c in range(n_clients)], uniq
+
+
+def _small_codes(n_codes: int):
+    """The narrowest unsigned dtype for codes 0 .. n_codes - 1 (uint8/uint16 are radix-sorted by numpy)."""
+    return np.uint8 if n_codes <= 256 else np.uint16 if n_codes <= 65536 else np.intp
+
+
+def _code_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted distinct ids, code of each row in [0, n_distinct), rows per code) -- see split_by_client_ids."""
+    n = ids.shape[0]
+    kind = ids.dtype.kind
+    if kind in "iub":
+        work = ids.astype(np.int64) if kind == "b" else ids
+        lo, hi = int(work.min()), int(work.max())
+        span = hi - lo + 1
+        if span <= 2 * n + 65536 and hi <= np.iinfo(np.intp).max:  # compact range: counting pass + look-up table
+            shifted = work.astype(np.intp, copy=False)
+            shifted = shifted - lo if lo != 0 else shifted
+            counts = np.bincount(shifted, minlength=span)
+            present = np.flatnonzero(counts)
+            dtype = _small_codes(len(present))
+            lut = np.zeros(span, dtype=dtype)
+            lut[present] = np.arange(len(present), dtype=dtype)
+            uniq = (present + lo).astype(ids.dtype)
+            return uniq, lut[shifted], counts[present]
+        return _code_by_hash(ids, ids)
+    if kind in "SU" and ids.dtype.itemsize in (1, 2, 4, 8):
+        # a fixed-width string of 1-8 bytes is one unsigned integer: hash those, sort only the distinct strings
+        return _code_by_hash(ids, ids.view(np.dtype(f"u{ids.dtype.itemsize}")))
+    if kind == "f":
+        return _code_by_hash(ids, ids)
     uniq, inverse = np.unique(ids, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
-    groups = [order[bounds[i]:bounds[i + 1]].astype(np.intp) for i in range(len(uniq))]
-    return groups, uniq
+    return _finish_codes(uniq, inverse.reshape(-1))
+
+
+def _finish_codes(uniq: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    codes = codes.astype(np.intp, copy=False)
+    counts = np.bincount(codes, minlength=len(uniq))
+    return uniq, codes.astype(_small_codes(len(uniq)), copy=False), counts
+
+
+def _code_by_hash(ids: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Codes through a hash-based unique of ``keys`` (one key per id) and a binary search."""
+    try:
+        ukeys = np.unique(keys, sorted=False)
+    except TypeError:  # numpy < 2.3: no hash-based unique
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        return _finish_codes(uniq, inverse.reshape(-1))
+    ukeys = np.sort(ukeys)  # few distinct keys: cheap
+    codes = np.searchsorted(ukeys, keys).astype(np.intp, copy=False)
+    uvals = ukeys.view(ids.dtype) if keys is not ids else ukeys
+    order = np.argsort(uvals, kind="stable")  # sorted order of the ids themselves (strings differ from keys)
+    if np.array_equal(order, np.arange(len(order))):
+        return _finish_codes(uvals, codes)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order), dtype=order.dtype)
+    return _finish_codes(uvals[order], rank[codes])
+
+
+class ClientRows(Sequence):
+    """The clients of one stacked matrix, each client's rows gathered only when asked for.
+
+    ``rows[i]`` is ``X[rows_per_client[i]]``: a view for a slice, else a fresh C-contiguous
+    copy of that client's rows, made on each access and freed when its user drops it, so a
+    fit over ``c`` clients holds about ``size(X) * workers / c`` extra bytes, not ``size(X)``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        The validated stacked matrix (never written to).
+    rows_per_client : list of slice or ndarray of intp
+        From :func:`split_by_client_ids`.
+    """
+
+    def __init__(self, X: np.ndarray, rows_per_client: list):
+        self._X = X
+        self._rows = rows_per_client
+        self.row_counts = [
+            (r.stop - r.start) if isinstance(r, slice) else int(r.shape[0]) for r in rows_per_client
+        ]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._X[self._rows[i]]
+
+
+def row_counts(X_clients) -> list[int]:
+    """Rows of each client of a list of matrices or a :class:`ClientRows` (without gathering them)."""
+    counts = getattr(X_clients, "row_counts", None)
+    return list(counts) if counts is not None else [int(x.shape[0]) for x in X_clients]

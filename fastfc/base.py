@@ -32,7 +32,14 @@ from ._parallel import (
 )
 from ._runners import RunResult, reraise_with_note, run_one_shot, run_rounds
 from ._state import ClientState, ServerState, StateError
-from ._validation import check_client_data, check_client_index, check_clients, split_by_client_ids
+from ._validation import (
+    ClientRows,
+    check_client_data,
+    check_client_index,
+    check_clients,
+    row_counts,
+    split_by_client_ids,
+)
 from .protocol import Message, MessageError
 
 __all__ = ["BaseFederatedClusterer", "ClientState", "ServerState", "StateError"]
@@ -122,7 +129,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
 
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         """Raise a clear error when the parameters cannot work with this data (override to add)."""
-        n_total = sum(len(x) for x in X_clients)
+        n_total = sum(row_counts(X_clients))
         if self.n_clusters > n_total:
             raise ValueError(
                 f"n_clusters={self.n_clusters} is larger than the number of samples ({n_total}) over all clients"
@@ -603,7 +610,8 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         self._validate_params()
         X = check_client_data(X, estimator=self, reset=True)
         groups, ids = split_by_client_ids(X.shape[0], client_ids)
-        self._fit_clients_validated([X[g] for g in groups])
+        # each client's rows are gathered only while a phase uses them (views for contiguous clients)
+        self._fit_clients_validated(ClientRows(X, groups))
         labels = np.empty(X.shape[0], dtype=LABEL_DTYPE)
         for g, lab in zip(groups, self.client_labels_):
             labels[g] = lab

@@ -257,7 +257,7 @@ def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> 
 
 def local_kmeans(
     X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, init: str = "k-means++", n_init: int = 1,
-    max_iter: int = 300, tol: float = 1e-4,
+    max_iter: int = 300, tol: float = 1e-4, refill=None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Plain k-means on one client: seeding, then scikit-learn's Lloyd on one thread.
 
@@ -280,6 +280,10 @@ def local_kmeans(
     n_init : int, default=1
     max_iter : int, default=300
     tol : float, default=1e-4
+    refill : callable or None, default=None
+        Given when ``X`` is the caller's scratch array: ``refill(X)`` rewrites it in place with
+        its original values. ``X`` is then centred in place (the same values as ``X - mean``)
+        instead of into a copy, and refilled before returning.
 
     Returns
     -------
@@ -293,7 +297,8 @@ def local_kmeans(
         warnings.simplefilter("ignore", ConvergenceWarning)
         tol_abs = float(np.mean(np.var(X, axis=0))) * tol
         X_mean = X.mean(axis=0)
-        Xc = X - X_mean  # scikit-learn centres the data for precision
+        # scikit-learn centres the data for precision (in place on a scratch X: one copy fewer)
+        Xc = X - X_mean if refill is None else np.subtract(X, X_mean, out=X)
         sw = np.ones(X.shape[0], dtype=X.dtype)
         best = None
         for _ in range(n_init):
@@ -308,6 +313,9 @@ def local_kmeans(
             if best is None or (run[1] < best[1] and not _same_clustering(run[0], best[0], n_clusters)):
                 best = run
         labels, _, centers, n_iter = best
+        if refill is not None:
+            del Xc
+            refill(X)
         centers = centers + X_mean
         return np.ascontiguousarray(centers, dtype=np.float64), labels, int(n_iter)
 
@@ -375,6 +383,7 @@ def feca_client(
     max_iter: int = 300,
     tol: float = 1e-4,
     merge: bool = False,
+    refill=None,
 ) -> FeCAClientResult:
     """Client phase of FeCA: local k-means, ClientUpdate (Alg. 2), RadiusAssign (Alg. 4 / 3).
 
@@ -402,6 +411,9 @@ def feca_client(
         scikit-learn's relative tolerance of the local Lloyd.
     merge : bool, default=False
         Merge surviving clusters that are pieces of one cluster (see :func:`feca_refine`).
+    refill : callable or None, default=None
+        ``X`` is the caller's scratch array and ``refill(X)`` restores it exactly (see
+        :func:`local_kmeans`): the local k-means centres it in place.
 
     Returns
     -------
@@ -413,7 +425,8 @@ def feca_client(
         centers = np.array(X, dtype=np.float64)
         labels = np.arange(n, dtype=np.int64)
     else:
-        centers, labels, n_iter = local_kmeans(X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol)
+        centers, labels, n_iter = local_kmeans(X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+                                               refill=refill)
     res = feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
                       degenerate=degenerate, merge=merge and not degenerate)
     return res if degenerate else dataclasses.replace(res, n_iter=n_iter)
@@ -548,7 +561,8 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
                 pieces = True
             else:
                 t = ((X[rows] - centers[i]) @ u) / length2
-                mid, end_i, end_j = (int(np.count_nonzero(np.abs(t - a) <= window)) for a in (0.5, 0.0, 1.0))
+                # |t - a| <= window at a = 0.5, 0, 1 in one pass (elementwise the same tests)
+                mid, end_i, end_j = np.count_nonzero(np.abs(t[:, None] - _WINDOW_AT) <= window, axis=0).tolist()
                 pieces = mid >= max(2.0, dip * min(end_i, end_j))
             if pieces:
                 ri, rj = root(i), root(j)
@@ -560,6 +574,9 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
             roots[parts] = parts
     return np.unique(roots, return_inverse=True)[1].astype(np.int64)
 
+
+#: the window centres of merge_pieces: the middle of the segment and its two ends
+_WINDOW_AT = np.array([0.5, 0.0, 1.0])
 
 #: fewer rows than this always "look Gaussian" (the normality test is not run)
 _MIN_AD_ROWS = 8
@@ -586,9 +603,38 @@ def _looks_gaussian(P: np.ndarray, n_axes: int = 1) -> bool:
     """
     if P.shape[0] < _MIN_AD_ROWS:
         return True
-    Pc = P - P.mean(axis=0)
-    _, _, vt = np.linalg.svd(Pc, full_matrices=False)
-    return all(_ad_normal(Pc @ v) for v in vt[:n_axes])
+    mean = P.mean(axis=0)
+    return all(_ad_normal(p) for p in _centred_projections(P, mean, _right_singular_vectors(P, mean)[:n_axes]))
+
+
+def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """``vt`` of ``np.linalg.svd(P - mean, full_matrices=False)`` with one (n, d) temporary.
+
+    LAPACK's ``gesdd`` on a tall matrix factors it as ``QR`` and takes the SVD of ``R``; doing
+    the same here (``R`` from a QR that overwrites a Fortran-ordered centred copy, then the SVD
+    of the d x d ``R``) gives the same ``vt`` without numpy's input copy and ``U`` (n x d each).
+    """
+    n, d = P.shape
+    if n < 2 * d or n * d < 1 << 16:  # not tall, or small (the copy is cheap, the LAPACK calls are not)
+        return np.linalg.svd(P - mean, full_matrices=False)[2]
+    import scipy.linalg
+
+    F = np.empty((n, d), dtype=np.result_type(P.dtype, mean.dtype), order="F")
+    np.subtract(P, mean, out=F)
+    geqrf = scipy.linalg.get_lapack_funcs("geqrf", (F,))
+    lwork = int(geqrf(F, lwork=-1, overwrite_a=1)[2][0].real)  # the optimal (blocked) workspace, as scipy's qr
+    qr, _, _, info = geqrf(F, lwork=max(lwork, 1), overwrite_a=1)  # F is overwritten: no copy
+    if info != 0:  # pragma: no cover - LAPACK argument error
+        return np.linalg.svd(P - mean, full_matrices=False)[2]
+    R = np.triu(qr[:d])
+    del F, qr
+    return np.linalg.svd(R)[2]
+
+
+def _centred_projections(P: np.ndarray, mean: np.ndarray, vt: np.ndarray):
+    """``(P - mean) @ v`` for every row ``v`` of ``vt`` (one centred copy, made once)."""
+    Pc = P - mean
+    return [Pc @ v for v in vt]
 
 
 def _ad_normal(x: np.ndarray) -> bool:
@@ -616,6 +662,8 @@ def _merge_kept_pieces(X, labels, kept, C, ext):
     local[kept] = np.arange(kept.size)
     rows = np.flatnonzero(local[labels] >= 0)  # rows of deleted clusters take no part
     sub = local[labels[rows]]
+    if rows.size == X.shape[0]:  # every row takes part: X itself, not a copy
+        rows = slice(None)
     group = merge_pieces(X[rows], C, sub)
     n_groups = int(group.max()) + 1
     if n_groups == kept.size:  # nothing merged: the upload is the paper's
@@ -953,6 +1001,7 @@ class FeCA(BaseFederatedClusterer):
             X if scaler is None else scaler.transform(X), self._k_local(), rng, refine=self.refine,
             radius=self.radius, spread=self.spread, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
             tol=self.tol, merge=self.merge_pieces,
+            refill=None if scaler is None else (lambda Z: scaler.transform(X, out=Z)),
         )
         if scaler is None or res.degenerate:  # a client with n <= k_c uploads its rows exactly
             centers = res.centers if scaler is None else np.asarray(X, dtype=np.float64)[res.kept]

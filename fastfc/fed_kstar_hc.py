@@ -497,7 +497,8 @@ def snp_partition(
     return labels
 
 
-def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_iter: int = 30) -> np.ndarray:
+def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_iter: int = 30,
+                     scratch: bool = False) -> np.ndarray:
     """Lloyd k-means with k-means++ seeding (scikit-learn), ``k`` capped at the distinct rows.
 
     ``max_iter`` caps Lloyd: micro-subclusters need not be converged k-means
@@ -506,14 +507,17 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     client phase superlinear; at 30 the inertia was within 0.4 % of the
     converged one.
 
+    ``scratch=True``: ``X`` is the caller's scratch array, which scikit-learn may centre in
+    place (``copy_x=False``: the same arithmetic and result, one copy of ``X`` fewer; ``X`` is
+    left with rounding-level changes).
+
     Returns
     -------
     labels : ndarray of shape (n,), int64, ``0..k'-1`` (none empty)
     """
     from sklearn.cluster import KMeans
 
-    n_distinct = np.unique(X, axis=0).shape[0]
-    k = max(1, min(k, n_distinct))
+    k = max(1, min(k, _distinct_rows_up_to(X, k)))
     if k == 1:
         return np.zeros(X.shape[0], dtype=np.int64)
     # scikit-learn's greedy k-means++ (2 + ln k candidates per step). Plain k-means++ (one
@@ -523,8 +527,24 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     # scikit-learn's Lloyd sums in a thread-count-dependent order (centres differ in the last
     # bits between 1 and 2 threads): the estimator runs this in the base's pinned worker (one
     # OpenMP thread), so labels do not depend on the machine
-    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=sklearn_seed(rng)).fit(X)
+    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=sklearn_seed(rng), copy_x=not scratch).fit(X)
     return np.unique(km.labels_, return_inverse=True)[1].astype(np.int64)
+
+
+def _distinct_rows_up_to(X: np.ndarray, k: int) -> int:
+    """``min(k, number of distinct rows of X)`` without sorting all rows when a prefix has ``k``.
+
+    ``np.unique(X, axis=0)`` sorts a copy of every row (time O(n log n), memory 2x X); the
+    answer is decided as soon as some prefix holds ``k`` distinct rows, which on real data
+    is a prefix of a few times ``k`` rows. Falls back to all rows.
+    """
+    n = X.shape[0]
+    m = min(n, max(4 * k, 1024))
+    while True:
+        found = np.unique(X[:m], axis=0).shape[0]
+        if found >= k or m == n:
+            return min(k, found)
+        m = min(n, 8 * m)
 
 
 def subcluster_statistics(
@@ -559,21 +579,30 @@ def subcluster_statistics(
     Xf = np.asarray(X, dtype=np.float64)
     k = int(labels.max()) + 1
     d = Xf.shape[1]
-    order = np.argsort(labels, kind="stable")
+    # stable order of the rows by subcluster (numpy radix-sorts 16-bit keys: O(n))
+    order = np.argsort(labels.astype(np.uint16) if k <= 65536 else labels, kind="stable")
     counts = np.bincount(labels, minlength=k).astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)])
-    Xs = Xf[order]
-    means = np.add.reduceat(Xs, starts[:-1], axis=0) / counts[:, None]
-    dev = Xs - np.repeat(means, counts, axis=0)
-    radii = np.add.reduceat(np.sqrt((dev * dev).sum(1)), starts[:-1]) / counts
     denom = np.maximum(counts - 1, 1).astype(np.float64)
-    stds = np.sqrt(np.add.reduceat(dev * dev, starts[:-1], axis=0) / denom[:, None])
-    stds[counts == 1] = 0.0
     n_sub = counts if n_substitutes is None else np.minimum(counts, int(n_substitutes))
     sub_starts = np.concatenate([[0], np.cumsum(n_sub)])
+    means = np.empty((k, d))
+    radii = np.empty(k)
+    stds = np.empty((k, d))
     subs = np.empty((int(sub_starts[-1]), d))
+    first = np.zeros(1, dtype=np.intp)
+    # one subcluster at a time (its rows gathered, then freed): the same sums, in the same order,
+    # as segment reductions over all rows sorted by subcluster, without n x d temporaries
     for g in range(k):
         a, b = starts[g], starts[g + 1]
+        Xg = Xf[order[a:b]]
+        means[g] = np.add.reduceat(Xg, first, axis=0)[0] / counts[g]
+        dev = Xg - means[g]
+        del Xg
+        sq = dev * dev
+        radii[g] = np.add.reduceat(np.sqrt(sq.sum(1)), first)[0] / counts[g]
+        stds[g] = np.sqrt(np.add.reduceat(sq, first, axis=0)[0] / denom[g])
+        del sq
         lo, hi = sub_starts[g], sub_starts[g + 1]
         if hi == lo:
             continue
@@ -581,9 +610,10 @@ def subcluster_statistics(
         if b - a == 1:
             subs[lo:hi] = means[g]
             continue
-        cov = dev[a:b].T @ dev[a:b] / (b - a - 1)
+        cov = dev.T @ dev / (b - a - 1)
         lam, V = np.linalg.eigh(cov)
         subs[lo:hi] = means[g] + z @ (V * np.sqrt(np.clip(lam, 0.0, None))).T
+    stds[counts == 1] = 0.0
     if (counts == 1).any():
         warnings.warn(
             f"{int((counts == 1).sum())} subcluster(s) have a single row: their uploaded mean (and substitute row) "
@@ -1075,11 +1105,20 @@ def select_k_bic(
     C, M2, gvar = C[:, live], M2[:, live], gvar[live]
     w = n_leaf.copy()
     alive = np.ones(k0, dtype=bool)
+    # each cluster's two log-likelihood terms, kept per slot and recomputed only for the slot a
+    # merge changes (elementwise the same operations as over all clusters at once), so a cut
+    # costs two masked sums instead of k*d logarithms: O(k0 d) per cut, not O(k0 d) logs
+    t_weight = w * np.log(w / n)
+    t_spread = w[:, None] * np.log((M2 + BIC_PSEUDO_ROWS * gvar) / (w[:, None] + BIC_PSEUDO_ROWS))
+
+    def update(p: int) -> None:
+        nn = w[p:p + 1]
+        v = (M2[p:p + 1] + BIC_PSEUDO_ROWS * gvar) / (nn[:, None] + BIC_PSEUDO_ROWS)
+        t_weight[p] = (nn * np.log(nn / n))[0]
+        t_spread[p] = (nn[:, None] * np.log(v))[0]
 
     def score(k: int) -> float:
-        nn = w[alive]
-        v = (M2[alive] + BIC_PSEUDO_ROWS * gvar) / (nn[:, None] + BIC_PSEUDO_ROWS)
-        ll = float((nn * np.log(nn / n)).sum() - 0.5 * (nn[:, None] * np.log(v)).sum())
+        ll = float(t_weight[alive].sum() - 0.5 * t_spread[alive].sum())
         return ll - 0.5 * (k - 1 + 2 * k * d) * math.log(n)
 
     k = k0
@@ -1092,6 +1131,7 @@ def select_k_bic(
         C[p] = (w[p] * C[p] + w[q] * C[q]) / tot
         w[p] = tot
         alive[q] = False
+        update(p)
         k -= 1
         if k <= k_max:
             bic[k - 1] = score(k)
@@ -1478,7 +1518,7 @@ class FedKStarHC(BaseFederatedClusterer):
             labels = snp_partition(Xp, rng, k_max=k_budget, eta=self.snp_eta, xi=self.snp_xi,
                                    max_epochs=self.snp_max_epochs)
         else:
-            labels = kmeans_partition(Xp, rng, k=k_budget, max_iter=self.micro_max_iter)
+            labels = kmeans_partition(Xp, rng, k=k_budget, max_iter=self.micro_max_iter, scratch=Xp is not X)
         n_min = max(self._floor(d), math.ceil(self.min_frac * n / (int(labels.max()) + 1)))
         if robust and n >= 3:
             labels = drop_small(labels, n_min)
@@ -1487,7 +1527,10 @@ class FedKStarHC(BaseFederatedClusterer):
         m = self.n_substitutes
         m = (0 if robust else None) if m is None else (None if m == "all" else int(m))
         kept = labels >= 0
-        counts, means, radii, stds, subs = subcluster_statistics(X[kept], labels[kept], rng, n_substitutes=m)
+        if kept.all():  # every row kept: X itself, not a copy
+            counts, means, radii, stds, subs = subcluster_statistics(X, labels, rng, n_substitutes=m)
+        else:
+            counts, means, radii, stds, subs = subcluster_statistics(X[kept], labels[kept], rng, n_substitutes=m)
         sub_counts = counts.copy() if m is None else np.minimum(counts, m)
         summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs,
                                     sub_counts=sub_counts, n_features=d)

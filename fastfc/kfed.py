@@ -35,6 +35,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from . import _units
 from ._parallel import sklearn_seed
 from ._state import ClientState
+from ._validation import row_counts
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, LocalToGlobalReply, Message, MessageError
 
@@ -120,7 +121,7 @@ class KFedReply(Message):
 
 # ------------------------------------------------------------ client phase
 def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator, *, max_iter: int = 300, tol: float = 1e-4,
-                          n_init: int = 1):
+                          n_init: int = 1, refill=None):
     """Awasthi–Sheffet local k-means of one client (k-FED Algorithm 1), best of ``n_init`` starts.
 
     Parameters
@@ -137,6 +138,11 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
         Independent starts (seeding, proximity step, Lloyd), drawn one after
         the other from ``rng``; the one of lowest inertia is returned (ties:
         the first). ``1`` is the published code.
+    refill : callable or None, default=None
+        Given when ``X`` is the caller's scratch array: ``refill(X)`` rewrites it in place with
+        its original values. Each Lloyd run then centres ``X`` in place (scikit-learn's
+        ``copy_x=False``: the same arithmetic, so the same result) instead of copying it, and
+        ``X`` is refilled before the next start. ``X`` is left centred.
 
     Returns
     -------
@@ -164,41 +170,181 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     _, vecs = scipy.linalg.eigh(gram, subset_by_index=[d - r, d - 1])
     V = np.ascontiguousarray(vecs[:, ::-1])  # (d, r), leading vector first
     A_hat = X @ V  # (n, r)
+    # every start's seeding and proximity step first (they draw from rng in the published order), then
+    # the projection is freed before the Lloyd runs: peak memory X + one Lloyd, not X + A_hat + Lloyd
+    starts = [_start_init(A_hat, V, n_local, rng) for _ in range(n_init)]
+    del A_hat
     best = None
-    for _ in range(n_init):
-        km = _one_start(X, A_hat, V, n_local, rng, max_iter, tol)
-        if best is None or km.inertia_ < best.inertia_:
-            best = km
-    return best.cluster_centers_.astype(X.dtype, copy=False), best.labels_.astype(np.int64)
+    for s, (init, _seed) in enumerate(starts):
+        if refill is not None and s > 0:
+            refill(X)  # the previous run centred X in place: back to its exact values
+        run = lloyd_from(X, init, max_iter=max_iter, tol=tol, in_place=refill is not None)
+        if best is None or run[2] < best[2]:
+            best = run
+    return best[0].astype(X.dtype, copy=False), best[1].astype(np.int64)
 
 
-def _one_start(X, A_hat, V, n_local, rng, max_iter, tol) -> KMeans:
-    """One Awasthi–Sheffet start: D^2 seeds in the projection, 1/3-proximity means, Lloyd in R^d."""
-    n = X.shape[0]
-    seeds, d2 = d2_seeding(A_hat, n_local, rng)
-    # 1/3-proximity sets: row i belongs to S_r when 3 |a_i - nu_r| <= |a_i - nu_s| for all s != r
-    dist = np.sqrt(d2)
-    order = np.argsort(dist, axis=1, kind="stable")
-    nearest = order[:, 0]
-    if n_local > 1:
-        second = np.take_along_axis(dist, order[:, 1:2], axis=1)[:, 0]
-        nearest_d = np.take_along_axis(dist, order[:, 0:1], axis=1)[:, 0]
-        inside = 3.0 * nearest_d <= second
-    else:
-        inside = np.ones(n, dtype=bool)
-    init_proj = seeds.copy()
-    counts = np.bincount(nearest[inside], minlength=n_local)
+try:  # scikit-learn's Lloyd without the estimator's per-call validation (about 1 ms a call)
+    from sklearn.cluster._kmeans import _kmeans_single_lloyd
+    from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+    _HAVE_SKLEARN_LLOYD = True
+except ImportError:  # pragma: no cover - private API moved: the estimator
+    _HAVE_SKLEARN_LLOYD = False
+
+
+def lloyd_from(X: np.ndarray, init: np.ndarray, *, max_iter: int, tol: float, in_place: bool = False,
+               use_estimator: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+    """``KMeans(n_clusters=len(init), init=init, n_init=1, max_iter, tol).fit(X)``, its steps called directly.
+
+    The same operations as the estimator's ``fit`` for a dense float ``X`` and an explicit
+    ``init`` (tolerance ``tol * mean(var(X))``, data and init centred on X's mean, one
+    ``_kmeans_single_lloyd`` on scikit-learn's OpenMP thread count, the mean added back, the
+    same ConvergenceWarning when clusters end empty), without its per-call parameter and
+    data validation, which dominates on small clients. Falls back to the estimator when the
+    private routine moves.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64, C-contiguous
+    init : ndarray of shape (n_clusters, n_features)
+    max_iter : int
+    tol : float
+        Relative tolerance (scikit-learn's).
+    in_place : bool, default=False
+        Centre ``X`` itself (the caller's scratch array; left centred) instead of a copy:
+        ``copy_x=False``.
+    use_estimator : bool, default=False
+        Run the estimator itself (the reference the direct path is tested against).
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features), X's dtype
+    labels : ndarray of shape (n_samples,), int32
+    inertia : float
+    """
+    if use_estimator or not _HAVE_SKLEARN_LLOYD or X.dtype not in (np.float32, np.float64) \
+            or not X.flags.c_contiguous:
+        km = KMeans(n_clusters=init.shape[0], init=init, n_init=1, max_iter=max_iter, tol=tol,
+                    copy_x=not in_place).fit(X)
+        return km.cluster_centers_, km.labels_, km.inertia_
+    Xw = X if in_place else X.copy()
+    tol_abs = np.mean(np.var(Xw, axis=0)) * tol if tol != 0 else 0
+    sample_weight = np.ones(Xw.shape[0], dtype=Xw.dtype)
+    n_threads = _openmp_effective_n_threads()
+    centers0 = np.array(init, dtype=Xw.dtype, order="C", copy=True)
+    X_mean = Xw.mean(axis=0)
+    Xw -= X_mean
+    centers0 -= X_mean
+    labels, inertia, centers, _ = _kmeans_single_lloyd(Xw, sample_weight, centers0, max_iter=max_iter,
+                                                       verbose=False, tol=tol_abs, n_threads=n_threads)
+    centers += X_mean
+    distinct = len(set(labels))
+    if distinct < init.shape[0]:
+        warnings.warn(
+            f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({init.shape[0]}). "
+            "Possibly due to duplicate points in X.", ConvergenceWarning, stacklevel=2,
+        )
+    return centers, labels, inertia
+
+
+#: elements per block of the seeding and proximity passes (bounded temporaries, same values as one pass)
+_BLOCK_ELEMS = 1 << 18
+
+
+def _block_rows(n_cols: int) -> int:
+    return max(256, _BLOCK_ELEMS // max(n_cols, 1))
+
+
+def _sqdist_to(A: np.ndarray, a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[i] = ((A[i] - a) ** 2).sum()`` for every row, block by block (each row's value as in one pass)."""
+    step = _block_rows(A.shape[1])
+    for s in range(0, A.shape[0], step):
+        out[s:s + step] = ((A[s:s + step] - a) ** 2).sum(1)
+    return out
+
+
+def _start_init(A_hat, V, n_local, rng) -> tuple[np.ndarray, int]:
+    """One Awasthi–Sheffet start up to Lloyd: (initial centres in R^d, KMeans seed).
+
+    D^2 seeds in the projection, then the means of the 1/3-proximity sets, computed in row
+    blocks so no (n_samples, n_local) array is held: row i belongs to S_r when
+    3 |a_i - nu_r| <= |a_i - nu_s| for all s != r.
+    """
+    n = A_hat.shape[0]
+    idx = d2_seed_rows(A_hat, n_local, rng)
+    seeds = A_hat[idx].copy()
+    counts = np.zeros(n_local, dtype=np.int64)
     sums = np.zeros_like(seeds)
-    np.add.at(sums, nearest[inside], A_hat[inside])
+    step = _block_rows(max(n_local, A_hat.shape[1]))
+    for s in range(0, n, step):
+        block = A_hat[s:s + step]
+        d2 = np.empty((block.shape[0], n_local), dtype=A_hat.dtype)
+        for j in range(n_local):
+            d2[:, j] = ((block - seeds[j]) ** 2).sum(1)
+        dist = np.sqrt(d2)
+        order = np.argsort(dist, axis=1, kind="stable")
+        nearest = order[:, 0]
+        if n_local > 1:
+            second = np.take_along_axis(dist, order[:, 1:2], axis=1)[:, 0]
+            nearest_d = np.take_along_axis(dist, order[:, 0:1], axis=1)[:, 0]
+            inside = 3.0 * nearest_d <= second
+        else:
+            inside = np.ones(block.shape[0], dtype=bool)
+        counts += np.bincount(nearest[inside], minlength=n_local)
+        np.add.at(sums, nearest[inside], block[inside])
+    init_proj = seeds.copy()
     filled = counts > 0
     init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
-    km = KMeans(n_clusters=n_local, init=init, n_init=1, max_iter=max_iter, tol=tol, random_state=sklearn_seed(rng))
-    return km.fit(X)
+    return init, sklearn_seed(rng)
+
+
+def d2_seed_rows(A: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Plain k-means++ D^2 seeding (one candidate per step, as in the k-FED code): the seeds' rows.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n_samples, n_dims)
+    k : int
+        Number of seeds, ``k <= n_samples``.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    rows : ndarray of shape (k,), dtype=intp
+        The row of ``A`` of each seed, in drawing order.
+
+    Notes
+    -----
+    The first seed is uniform; each next one is drawn with probability
+    proportional to the squared distance to the nearest seed so far. When all
+    remaining mass is zero (duplicate rows), the next seed is drawn uniformly
+    among rows not yet chosen. Memory: two vectors of ``n_samples`` (no
+    ``n_samples x k`` array).
+    """
+    n = A.shape[0]
+    idx = np.empty(k, dtype=np.intp)
+    idx[0] = rng.integers(n)
+    closest = _sqdist_to(A, A[idx[0]], np.empty(n, dtype=A.dtype))
+    col = np.empty(n, dtype=A.dtype)
+    for j in range(1, k):
+        cum = np.cumsum(closest)
+        total = cum[-1]
+        if total > 0.0:
+            pick = int(np.searchsorted(cum, rng.random() * total, side="right"))
+            pick = min(pick, n - 1)
+        else:
+            free = np.setdiff1d(np.arange(n), idx[:j])
+            pick = int(free[rng.integers(free.size)])
+        del cum
+        idx[j] = pick
+        np.minimum(closest, _sqdist_to(A, A[pick], col), out=closest)
+    return idx
 
 
 def d2_seeding(A: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Plain k-means++ D^2 seeding (one candidate per step, as in the k-FED code).
+    """:func:`d2_seed_rows` plus the squared distance of every row to every seed.
 
     Parameters
     ----------
@@ -212,32 +358,11 @@ def d2_seeding(A: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndar
     seeds : ndarray of shape (k, n_dims)
     sqdist : ndarray of shape (n_samples, k)
         Squared distance of every row to every seed (exact differences).
-
-    Notes
-    -----
-    The first seed is uniform; each next one is drawn with probability
-    proportional to the squared distance to the nearest seed so far. When all
-    remaining mass is zero (duplicate rows), the next seed is drawn uniformly
-    among rows not yet chosen.
     """
-    n = A.shape[0]
-    sq = np.empty((n, k), dtype=A.dtype)
-    idx = np.empty(k, dtype=np.intp)
-    idx[0] = rng.integers(n)
-    sq[:, 0] = ((A - A[idx[0]]) ** 2).sum(1)
-    closest = sq[:, 0].copy()
-    for j in range(1, k):
-        cum = np.cumsum(closest)
-        total = cum[-1]
-        if total > 0.0:
-            pick = int(np.searchsorted(cum, rng.random() * total, side="right"))
-            pick = min(pick, n - 1)
-        else:
-            free = np.setdiff1d(np.arange(n), idx[:j])
-            pick = int(free[rng.integers(free.size)])
-        idx[j] = pick
-        sq[:, j] = ((A - A[pick]) ** 2).sum(1)
-        np.minimum(closest, sq[:, j], out=closest)
+    idx = d2_seed_rows(A, k, rng)
+    sq = np.empty((A.shape[0], k), dtype=A.dtype)
+    for j in range(k):
+        sq[:, j] = _sqdist_to(A, A[idx[j]], np.empty(A.shape[0], dtype=A.dtype))
     return A[idx].copy(), sq
 
 
@@ -462,7 +587,7 @@ class KFed(BaseFederatedClusterer):
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         super()._check_clients_vs_params(X_clients)
         k_local = self._k_local()
-        n_centres = sum(min(len(x), k_local) for x in X_clients)
+        n_centres = sum(min(n, k_local) for n in row_counts(X_clients))
         if n_centres < self.n_clusters:
             raise ValueError(
                 f"k-FED needs at least n_clusters={self.n_clusters} local centres in total, but "
@@ -479,7 +604,8 @@ class KFed(BaseFederatedClusterer):
             return KFedSummary(centers=centers, n_features=X.shape[1]), {"labels": labels}
         scaler, stats = _units.local_scaler(X)
         centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
-                                                tol=self.tol, n_init=self.local_n_init)
+                                                tol=self.tol, n_init=self.local_n_init,
+                                                refill=lambda Z: scaler.transform(X, out=Z))
         centers = X.copy() if X.shape[0] <= k_local else scaler.inverse(centers)  # n <= k': the rows, exactly
         summary = KFedSummary(centers=centers, n_features=X.shape[1], feature_stats=stats)
         return summary, {"labels": labels}

@@ -1,0 +1,148 @@
+"""The memory- and overhead-lean code paths of issue 15 against the plain computations they replace."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+
+from fastfc.feca import _right_singular_vectors
+from fastfc.fed_kstar_hc import BIC_PSEUDO_ROWS, _distinct_rows_up_to, moment_tree, select_k_bic, subcluster_statistics
+from fastfc.kfed import lloyd_from
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_lloyd_from_is_kmeans_fit(dtype, in_place):
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(3000, 4)) + rng.integers(0, 3, 3000)[:, None] * 4).astype(dtype)
+    init = X[[0, 10, 20]].astype(np.float64) + 0.1
+    km = KMeans(n_clusters=3, init=init, n_init=1, max_iter=300, tol=1e-4).fit(X)
+    work = X.copy()
+    centers, labels, inertia = lloyd_from(work, init, max_iter=300, tol=1e-4, in_place=in_place)
+    np.testing.assert_array_equal(centers, km.cluster_centers_)
+    np.testing.assert_array_equal(labels, km.labels_)
+    assert inertia == km.inertia_
+    if not in_place:
+        np.testing.assert_array_equal(work, X)
+
+
+def test_lloyd_from_warns_like_kmeans_on_duplicates():
+    X = np.repeat(np.array([[0.0, 0.0], [1.0, 1.0]]), 20, axis=0)
+    init = np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    with pytest.warns(Warning, match="Number of distinct clusters"):
+        lloyd_from(X, init, max_iter=10, tol=1e-4)
+
+
+@pytest.mark.parametrize("n,d", [(5000, 2), (20000, 10), (3000, 50), (40, 30)])
+def test_right_singular_vectors_match_numpy_svd(n, d):
+    rng = np.random.default_rng(n + d)
+    P = rng.normal(size=(n, d)) * rng.uniform(0.1, 5.0, d) + rng.normal(size=d)
+    mean = P.mean(axis=0)
+    np.testing.assert_array_equal(_right_singular_vectors(P, mean), np.linalg.svd(P - mean, full_matrices=False)[2])
+
+
+def plain_subcluster_statistics(X, labels, rng, n_substitutes=None):
+    """The all-rows-at-once version (before issue 15)."""
+    Xf = np.asarray(X, dtype=np.float64)
+    k = int(labels.max()) + 1
+    d = Xf.shape[1]
+    order = np.argsort(labels, kind="stable")
+    counts = np.bincount(labels, minlength=k).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    Xs = Xf[order]
+    means = np.add.reduceat(Xs, starts[:-1], axis=0) / counts[:, None]
+    dev = Xs - np.repeat(means, counts, axis=0)
+    radii = np.add.reduceat(np.sqrt((dev * dev).sum(1)), starts[:-1]) / counts
+    denom = np.maximum(counts - 1, 1).astype(np.float64)
+    stds = np.sqrt(np.add.reduceat(dev * dev, starts[:-1], axis=0) / denom[:, None])
+    stds[counts == 1] = 0.0
+    n_sub = counts if n_substitutes is None else np.minimum(counts, int(n_substitutes))
+    sub_starts = np.concatenate([[0], np.cumsum(n_sub)])
+    subs = np.empty((int(sub_starts[-1]), d))
+    for g in range(k):
+        a, b = starts[g], starts[g + 1]
+        lo, hi = sub_starts[g], sub_starts[g + 1]
+        if hi == lo:
+            continue
+        z = rng.standard_normal((hi - lo, d))
+        if b - a == 1:
+            subs[lo:hi] = means[g]
+            continue
+        cov = dev[a:b].T @ dev[a:b] / (b - a - 1)
+        lam, V = np.linalg.eigh(cov)
+        subs[lo:hi] = means[g] + z @ (V * np.sqrt(np.clip(lam, 0.0, None))).T
+    return counts, means, radii, stds, subs
+
+
+@pytest.mark.parametrize("n,d,k,m", [(6000, 10, 50, None), (20000, 30, 80, 0), (500, 3, 40, 5), (300, 2, 150, None)])
+def test_subcluster_statistics_bitwise(n, d, k, m):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(n, d)) * 3
+    labels = rng.integers(0, k, n)
+    labels[:k] = np.arange(k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # single-row subclusters
+        got = subcluster_statistics(X, labels, np.random.default_rng(1), n_substitutes=m)
+    want = plain_subcluster_statistics(X, labels, np.random.default_rng(1), n_substitutes=m)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def plain_bic(merges, counts, centers, m2):
+    """BIC along the tree with every cut scored from scratch (before issue 15)."""
+    n_leaf = np.asarray(counts, dtype=np.float64)
+    k0 = n_leaf.shape[0]
+    n = float(n_leaf.sum())
+    C, M2 = np.array(centers, dtype=np.float64), np.array(m2, dtype=np.float64)
+    grand = (n_leaf[:, None] * C).sum(0) / n
+    gvar = (M2.sum(0) + (n_leaf[:, None] * (C - grand) ** 2).sum(0)) / n
+    live = gvar > 0
+    d = int(live.sum())
+    C, M2, gvar = C[:, live], M2[:, live], gvar[live]
+    w, alive = n_leaf.copy(), np.ones(k0, dtype=bool)
+    bic = np.full(k0, -np.inf)
+
+    def score(k):
+        nn = w[alive]
+        v = (M2[alive] + BIC_PSEUDO_ROWS * gvar) / (nn[:, None] + BIC_PSEUDO_ROWS)
+        ll = float((nn * np.log(nn / n)).sum() - 0.5 * (nn[:, None] * np.log(v)).sum())
+        return ll - 0.5 * (k - 1 + 2 * k * d) * math.log(n)
+
+    k = k0
+    bic[k - 1] = score(k)
+    for p, q in merges:
+        diff = C[p] - C[q]
+        tot = w[p] + w[q]
+        M2[p] += M2[q] + (w[p] * w[q] / tot) * diff * diff
+        C[p] = (w[p] * C[p] + w[q] * C[q]) / tot
+        w[p] = tot
+        alive[q] = False
+        k -= 1
+        bic[k - 1] = score(k)
+    return int(np.argmax(bic)) + 1, bic
+
+
+@pytest.mark.parametrize("k0,d", [(300, 10), (120, 40), (40, 2)])
+def test_select_k_bic_bitwise(k0, d):
+    rng = np.random.default_rng(k0)
+    counts = rng.integers(1, 40, k0).astype(float)
+    centers = rng.normal(size=(k0, d)) * 3
+    m2 = rng.uniform(0, 5, (k0, d)) * (counts[:, None] - 1)
+    centers[:, 0] = 1.0
+    m2[:, 0] = 0.0  # a constant feature is left out
+    merges = moment_tree(counts, centers, m2)[0]
+    k, bic = select_k_bic(merges, counts, centers, m2)
+    k_ref, bic_ref = plain_bic(merges, counts, centers, m2)
+    assert k == k_ref
+    np.testing.assert_array_equal(bic, bic_ref)
+
+
+def test_distinct_rows_up_to():
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 3, size=(5000, 2)).astype(float)  # 9 distinct rows
+    for k in (1, 5, 9, 10, 50):
+        assert _distinct_rows_up_to(X, k) == min(k, np.unique(X, axis=0).shape[0])
+    Y = rng.normal(size=(3000, 3))
+    assert _distinct_rows_up_to(Y, 2000) == 2000
+    assert _distinct_rows_up_to(np.ones((7, 2)), 3) == 1
