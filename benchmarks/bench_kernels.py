@@ -181,6 +181,7 @@ def parallel_one_client(n: int, d: int, repeats: int, names) -> int:
     ``random_state=0``; alternating runs, medians; wall and process CPU seconds; whether the
     labels are the same bits.
     """
+    import os
     import time
 
     import fastfc
@@ -191,7 +192,8 @@ def parallel_one_client(n: int, d: int, repeats: int, names) -> int:
     print(f"{n} rows x {d} features (10-cluster Gaussian mixture, seed 0), one client (`fit(X)`), "
           f"`n_clusters=10`, `random_state=0`; medians of {repeats} alternating runs. speed-up = wall(n_jobs=1) / "
           "wall(n_jobs=2) (target >= 1.7); CPU = process CPU seconds (all threads): on a loaded machine the "
-          "second thread waits for a core, so compare the load in the header.\n")
+          "second thread waits for a core, so compare the load in the header. OpenMP wait policy "
+          f"(`OMP_WAIT_POLICY`): {os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp default: spin, then sleep)')}.\n")
     print("| estimator | wall n_jobs=1 (s) | wall n_jobs=2 (s) | speed-up | CPU n_jobs=1 (s) | CPU n_jobs=2 (s) "
           "| same labels |")
     print("|---|---|---|---|---|---|---|")
