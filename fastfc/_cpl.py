@@ -82,12 +82,18 @@ def column_order(X: np.ndarray, n_threads: int = 1) -> np.ndarray:
     if n_threads <= 1 or d < 2 or n < _PAR_MIN_ROWS:
         return np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
     order = np.empty((d, n), dtype=np.int64)
+    parts = min(n_threads, d)
 
-    def one(z: int) -> None:
-        order[z] = np.argsort(X[:, z], kind="stable")
+    def part(p: int) -> None:
+        for z in range(p, d, parts):
+            order[z] = np.argsort(X[:, z], kind="stable")
 
-    with ThreadPoolExecutor(max_workers=min(n_threads, d)) as ex:
-        list(ex.map(one, range(d)))
+    # the calling thread sorts its own share: n_threads threads in all
+    with ThreadPoolExecutor(max_workers=parts - 1) as ex:
+        futures = [ex.submit(part, p) for p in range(1, parts)]
+        part(0)
+        for f in futures:
+            f.result()
     return order
 
 
