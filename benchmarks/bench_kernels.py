@@ -1,5 +1,10 @@
 """asv benchmarks of the compiled kernels against their closest public counterpart.
 
+Also a script (``python3 benchmarks/bench_kernels.py --out FILE``): the assignment kernel
+against its roofline floor, ``pairwise_distances_argmin`` and a NumPy GEMM expansion
+(``--table roofline``), or every estimator on one client with ``n_jobs`` 1 and 2
+(``--table parallel``).
+
 Nearest-prototype assignment (the ``predict`` of every method): ours, serial and
 on two threads, next to ``sklearn.metrics.pairwise_distances_argmin`` on the
 same float64 data, for n up to 10^6 rows.
@@ -82,3 +87,170 @@ class LloydRound:
 
     def time_round(self, dtype, n_jobs, impl):
         self.run()
+
+
+# ------------------------------------------------------------------ roofline table (script)
+#: issue 15's shapes (d, k) of the assignment kernel
+ROOFLINE_SHAPES = [(2, 15), (10, 10), (16, 10), (36, 50), (64, 64), (100, 10), (128, 256)]
+#: this machine, one core (issue 15): memory read bandwidth, peak multiply-add rate
+BANDWIDTH = 29e9
+PEAK_FLOPS = {"float64": 49e9, "float32": 100e9}
+
+
+def gemm_expansion(X, C):
+    """Nearest prototype by the NumPy GEMM expansion ``argmin_j ||c_j||^2 - 2 x.c_j`` (approximate)."""
+    return np.argmin(np.einsum("ij,ij->i", C, C)[None, :] - 2.0 * (X @ C.T), axis=1)
+
+
+def roofline_floor(n, d, k, dtype) -> float:
+    """``max(bytes(X) / bandwidth, 2 n k d / peak)`` seconds (issue 15's floor)."""
+    dt = np.dtype(dtype)
+    return max(n * d * dt.itemsize / BANDWIDTH, 2.0 * n * k * d / PEAK_FLOPS[dt.name])
+
+
+def _median_times(runs: dict, repeats: int) -> dict:
+    import time
+
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():  # alternating: load changes hit every implementation alike
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: float(np.median(v)) for name, v in times.items()}
+
+
+def roofline(n: int, dtypes, repeats: int) -> int:
+    """Print the kernel-vs-floor table (markdown) of :func:`assign_nearest` on one thread."""
+    from threadpoolctl import threadpool_limits
+
+    from fastfc._assign import use_gemm
+
+    print("# Assignment kernel against its roofline floor\n")
+    print(f"n = {n} standard-normal rows, k standard-normal prototypes, one thread (BLAS limited to one "
+          f"thread for every implementation); medians of {repeats} alternating runs, wall seconds. "
+          f"Floor = max(bytes(X) / {BANDWIDTH / 1e9:.0f} GB/s, 2nkd / peak) with peak "
+          f"{PEAK_FLOPS['float64'] / 1e9:.0f} (float64) / {PEAK_FLOPS['float32'] / 1e9:.0f} (float32) GFLOP/s "
+          "(issue 15's figures for this machine). `x floor` = fastfc / floor (target <= 3); "
+          "`/ sklearn`, `/ GEMM` = fastfc / `pairwise_distances_argmin`, fastfc / NumPy GEMM expansion "
+          "(target <= 1). `same labels` compares fastfc with the exact direct kernel.\n")
+    print("| d | k | dtype | path | floor (ms) | fastfc (ms) | sklearn (ms) | GEMM (ms) | x floor | / sklearn "
+          "| / GEMM | same labels |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    from fastfc._assign import CHUNK_SIZE
+    from fastfc._kernels._assign import assign_nearest_kernel
+
+    for d, k in ROOFLINE_SHAPES:
+        rng = np.random.default_rng(0)
+        X64 = rng.standard_normal((n, d))
+        C64 = rng.standard_normal((k, d))
+        for dtype in dtypes:
+            X = X64.astype(dtype)
+            C = C64.astype(dtype)
+            with threadpool_limits(1, "blas"):
+                runs = {
+                    "fastfc": lambda: assign_nearest(X, C, n_jobs=1),
+                    "sklearn": lambda: pairwise_distances_argmin(X, C),
+                    "gemm": lambda: gemm_expansion(X, C),
+                }
+                for fn in runs.values():
+                    fn()  # warm
+                t = _median_times(runs, repeats)
+            # the exact direct kernel's labels (no screen)
+            lab = np.empty(n, dtype=np.int32)
+            dist = np.empty(n, dtype=X.dtype)
+            CT = np.ascontiguousarray(C.T)
+            assign_nearest_kernel(X, CT, CT, False, lab, dist, 1, CHUNK_SIZE)
+            same = bool(np.array_equal(assign_nearest(X, C, n_jobs=1), lab))
+            floor = roofline_floor(n, d, k, dtype)
+            path = "BLAS screen" if use_gemm(d, k) else "direct"
+            print(f"| {d} | {k} | {np.dtype(dtype).name} | {path} | {floor * 1e3:.2f} | {t['fastfc'] * 1e3:.2f} "
+                  f"| {t['sklearn'] * 1e3:.2f} | {t['gemm'] * 1e3:.2f} | {t['fastfc'] / floor:.1f} "
+                  f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {same} |", flush=True)
+    return 0
+
+
+#: the estimators of the one-client parallel table
+PARALLEL_ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC", "FedHIRE", "GOLD"]
+
+
+def parallel_one_client(n: int, d: int, repeats: int, names) -> int:
+    """Print each estimator's whole fit on one client with n_jobs=1 and n_jobs=2 (markdown).
+
+    Gaussian mixture (10 clusters, ``make_gaussian_mixture``, seed 0), ``n_clusters=10``,
+    ``random_state=0``; alternating runs, medians; wall, process CPU and main-thread CPU seconds
+    (the critical path: an estimate of the idle-machine speed-up); whether the labels are the
+    same bits.
+    """
+    import os
+    import time
+
+    import fastfc
+    from fastfc.datasets import make_gaussian_mixture
+
+    X, _ = make_gaussian_mixture(n, d, 10, random_state=0)
+    print("# One client: n_jobs=2 against n_jobs=1\n")
+    print(f"{n} rows x {d} features (10-cluster Gaussian mixture, seed 0), one client (`fit(X)`), "
+          f"`n_clusters=10`, `random_state=0`; medians of {repeats} alternating runs. speed-up = wall(n_jobs=1) / "
+          "wall(n_jobs=2) (target >= 1.7); CPU = process CPU seconds (all threads): on a loaded machine the "
+          "second thread waits for a core, so compare the load in the header. OpenMP wait policy "
+          f"(`OMP_WAIT_POLICY`): {os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp default: spin, then sleep)')}. "
+          "Main-thread CPU = CPU seconds of the thread that runs the fit (with one client it runs the "
+          "client's phases; the kernels' other threads run beside it): with a free second core the wall time "
+          "is about this critical path, so `est. speed-up` = main-thread CPU(n_jobs=1) / main-thread "
+          "CPU(n_jobs=2) estimates the speed-up on an idle machine (with `OMP_WAIT_POLICY=passive`, threads "
+          "waiting at a barrier sleep instead of spinning and are not counted).\n")
+    print("| estimator | wall n_jobs=1 (s) | wall n_jobs=2 (s) | speed-up | CPU n_jobs=1 (s) | CPU n_jobs=2 (s) "
+          "| main-thread CPU n_jobs=1 (s) | main-thread CPU n_jobs=2 (s) | est. speed-up | same labels |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        Est = getattr(fastfc, name)
+        Est(n_clusters=10, random_state=0).fit(X[:2000])  # compile / warm
+        wall = {1: [], 2: []}
+        cpu = {1: [], 2: []}
+        main = {1: [], 2: []}
+        labels = {}
+        for _ in range(repeats):
+            for nj in (1, 2):
+                t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+                est = Est(n_clusters=10, random_state=0, n_jobs=nj).fit(X)
+                wall[nj].append(time.perf_counter() - t0)
+                cpu[nj].append(time.process_time() - c0)
+                main[nj].append(time.thread_time() - m0)
+                labels.setdefault(nj, est.labels_)
+        w1, w2 = float(np.median(wall[1])), float(np.median(wall[2]))
+        same = bool(np.array_equal(labels[1], labels[2]))
+        m1, m2 = float(np.median(main[1])), float(np.median(main[2]))
+        print(f"| {name} | {w1:.3f} | {w2:.3f} | {w1 / w2:.2f} | {np.median(cpu[1]):.3f} | {np.median(cpu[2]):.3f} "
+              f"| {m1:.3f} | {m2:.3f} | {m1 / m2:.2f} | {same} |", flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    """``python3 benchmarks/bench_kernels.py --out benchmarks/results/kernel_roofline.md``
+    (``--table parallel``: the one-client n_jobs table)."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _provenance import run_with_out
+
+    ap = argparse.ArgumentParser(description=roofline.__doc__)
+    ap.add_argument("--table", choices=["roofline", "parallel"], default="roofline")
+    ap.add_argument("--n", type=int, default=None, help="rows (roofline 10^6, parallel 10^5)")
+    ap.add_argument("--d", type=int, default=10, help="features (parallel table)")
+    ap.add_argument("--dtypes", default="float64,float32", help="roofline table")
+    ap.add_argument("--estimators", default=",".join(PARALLEL_ESTIMATORS), help="parallel table")
+    ap.add_argument("--repeats", type=int, default=5)
+
+    def body(a):
+        if a.table == "parallel":
+            return parallel_one_client(a.n or 100_000, a.d, a.repeats, a.estimators.split(","))
+        return roofline(a.n or 1_000_000, [np.dtype(t).type for t in a.dtypes.split(",")], a.repeats)
+
+    return run_with_out(ap, argv, body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -114,7 +114,9 @@ def assign_nearest(
     return_distances : bool, default=False
         Also return the minimal (weighted) squared distance of each row.
     check_finite : bool, default=True
-        Reject NaN/inf in ``X`` (prototypes and weights are always checked).
+        Reject NaN/inf in ``X`` (prototypes and weights are always checked). The rows
+        are checked only when a distance comes out non-finite (every row with NaN or
+        infinity gives one), so a finite ``X`` is read once, by the kernel.
 
     Returns
     -------
@@ -132,8 +134,6 @@ def assign_nearest(
     dtype = np.float32 if all32 else np.float64
     # float32 rows against float64 prototypes stay float32 here and are upcast per block below
     X = np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else dtype)
-    if check_finite and not np.isfinite(X).all():
-        raise ValueError("X contains NaN or infinity")
     C = _as_float_2d("centers", centers, dtype)
     if C.shape[0] == 0:
         raise ValueError("centers is empty: at least one prototype is needed")
@@ -169,6 +169,12 @@ def assign_nearest(
             assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE)
 
         _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE)
+    # a row with NaN or infinity has a non-finite distance (or, through the BLAS screen, no
+    # candidate: label -1): the full finiteness check of X (a pass over n x d values and an
+    # n x d temporary) runs only then, after one pass over the n distances and labels
+    if n and check_finite and not (np.isfinite(dist).all() and (labels >= 0).all()):
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinity")
     if n and (labels < 0).any():
         raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")
     if return_distances:

@@ -15,7 +15,10 @@ the same seeds always give the same output, whatever the thread count.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -68,6 +71,90 @@ class CPLResult(NamedTuple):
     objective: float
 
 
+def column_order(X: np.ndarray, n_threads: int = 1) -> np.ndarray:
+    """``order[z]`` = the stable ascending argsort of column ``z`` of ``X``; shape (d, n), int64.
+
+    Columns are sorted independently (on up to ``n_threads`` threads when the rows are
+    many; NumPy's sort releases the GIL); a stable sort has one result, so the output is the
+    same for any thread count.
+    """
+    n, d = X.shape
+    if n_threads <= 1 or d < 2 or n < _PAR_MIN_ROWS:
+        return np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
+    order = np.empty((d, n), dtype=np.int64)
+    parts = min(n_threads, d)
+
+    def part(p: int) -> None:
+        for z in range(p, d, parts):
+            order[z] = np.argsort(X[:, z], kind="stable")
+
+    # the calling thread sorts its own share: n_threads threads in all
+    with ThreadPoolExecutor(max_workers=parts - 1) as ex:
+        futures = [ex.submit(part, p) for p in range(1, parts)]
+        part(0)
+        for f in futures:
+            f.result()
+    return order
+
+
+@contextmanager
+def numba_threads(n_threads: int):
+    """Numba's thread count in the calling thread set to ``n_threads`` (capped by Numba's pool)
+    for the body; yields the count the kernels are told to use (1: no parallel region).
+
+    Numba's count is per calling thread, so concurrent client threads do not interfere. The
+    ``workqueue`` threading layer is not safe to enter from several threads at once: there,
+    the parallel regions of concurrent callers are serialised by a lock.
+    """
+    n_threads = int(n_threads) if n_threads else 1
+    if n_threads <= 1:
+        yield 1
+        return
+    import numba
+
+    nt = max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS))
+    if nt <= 1:
+        yield 1
+        return
+    prev = numba.get_num_threads()
+    lock = _WORKQUEUE_LOCK if _may_use_workqueue() else nullcontext()
+    with lock:
+        numba.set_num_threads(nt)
+        try:
+            yield nt
+        finally:
+            numba.set_num_threads(prev)
+
+
+def _may_use_workqueue() -> bool:
+    """Whether Numba may run parallel regions on its ``workqueue`` layer (no safe layer available)."""
+    global _WORKQUEUE
+    if _WORKQUEUE is None:
+        import importlib
+
+        import numba
+
+        layer = str(numba.config.THREADING_LAYER)
+        safe = {"omp": ("omppool",), "tbb": ("tbbpool",)}.get(layer, ("tbbpool", "omppool"))
+        ok = False
+        if layer != "workqueue":
+            for mod in safe:
+                try:
+                    importlib.import_module(f"numba.np.ufunc.{mod}")
+                    ok = True
+                    break
+                except ImportError:
+                    pass
+        _WORKQUEUE = not ok
+    return _WORKQUEUE
+
+
+_WORKQUEUE: bool | None = None
+#: below this many rows the columns are sorted in one call (threads do not pay off)
+_PAR_MIN_ROWS = 20_000
+_WORKQUEUE_LOCK = threading.Lock()
+
+
 def candidate_count(ratio: float, n: int) -> int:
     """Number of CPL candidates for ``n`` rows: ``max(1, min(n, round(ratio * n)))``.
 
@@ -107,6 +194,7 @@ def cpl(
     semantics: str = "robust",
     eps: float = 1e-12,
     keep_singletons: bool = False,
+    n_threads: int = 1,
 ) -> CPLResult:
     """Run competitive penalized learning (CPL) once.
 
@@ -146,6 +234,11 @@ def cpl(
         weight update (it still dies when it loses its member). Fed-HIRE/GOLD's robust
         client default (a client's only row of a class would otherwise join another
         class's clusterlet); ignored in reference semantics.
+    n_threads : int, default=1
+        Threads of the kernels (the caller's share of ``n_jobs``): the distances of each
+        pass (a block of rows ahead, see :func:`fastfc._kernels._cpl.cpl_pass`), the feature
+        weights' per-feature statistics and the per-feature sort run in parallel. The result
+        is bit-identical for any thread count.
 
     Returns
     -------
@@ -214,21 +307,22 @@ def cpl(
 
     wins_sum = float(k)
     n_passes = 0
-    for p in range(1, max_passes + 1):
-        changed, n_live = cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live,
-                                   live_idx, n_live, inlist, wnan, float(eta), reference)
-        wins_sum += n
-        n_passes = p
-        if not changed or p >= max_passes:
-            break
-        if order is None:
-            order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
-            bufs = [np.empty((k, d)) for _ in range(6)]
-            bufs.append(np.empty((7, d)))
-            bufs.append(np.empty((2, d), dtype=np.int64))
-        cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, float(eps), *bufs,
-                            int(bool(keep_singletons) and not reference))
-        n_live = cpl_compact_live(live, live_idx, inlist)
+    with numba_threads(n_threads) as nt:
+        for p in range(1, max_passes + 1):
+            changed, n_live = cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live,
+                                       live_idx, n_live, inlist, wnan, float(eta), reference, nt)
+            wins_sum += n
+            n_passes = p
+            if not changed or p >= max_passes:
+                break
+            if order is None:
+                order = column_order(X, nt)
+                bufs = [np.empty((k, d)) for _ in range(6)]
+                bufs.append(np.empty((7, d)))
+                bufs.append(np.empty((2, d), dtype=np.int64))
+            cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, float(eps), *bufs,
+                                int(bool(keep_singletons) and not reference), nt)
+            n_live = cpl_compact_live(live, live_idx, inlist)
 
     act = np.flatnonzero(cnt > 0)
     remap = np.full(k, -1, dtype=np.int64)

@@ -189,6 +189,7 @@ def fcpl_client(
     max_passes: int = 31,
     semantics: str = "robust",
     standardize: bool = False,
+    n_threads: int = 1,
 ):
     """FCPL on one client: CPL from ``min(round(ratio * n), max_candidates)`` candidates.
 
@@ -205,6 +206,8 @@ def fcpl_client(
         (:func:`standardize_rows`, local scale ``_CLIENT_BANDWIDTH``) and map the
         centroids back to the original units, so the clusterlets do not depend on
         the units of any feature.
+    n_threads : int, default=1
+        Threads of the CPL kernels (results do not depend on it).
 
     Returns
     -------
@@ -227,9 +230,11 @@ def fcpl_client(
         k = max(k, min(n, _MIN_CANDIDATES))
     seeds = rng.permutation(n)[:k] if k > 1 else np.zeros(1, dtype=np.int64)
     if not standardize:
-        return cpl(X, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW)
+        return cpl(X, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
+                   n_threads=n_threads)
     Xs, mean, scale = standardize_rows(X, _CLIENT_BANDWIDTH)
-    res = cpl(Xs, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW)
+    res = cpl(Xs, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
+              n_threads=n_threads)
     return res._replace(centers=np.ascontiguousarray(res.centers * scale + mean))
 
 
@@ -679,6 +684,7 @@ class FedHIRE(BaseFederatedClusterer):
         res = fcpl_client(
             X, rng, ratio=self.client_ratio, max_candidates=self._candidate_cap(X.shape[0]), eta=self.eta,
             max_passes=self.max_passes, semantics=self.semantics, standardize=self._standardize(),
+            n_threads=n_threads,
         )
         return FedHIRESummary(centers=res.centers, n_features=X.shape[1]), {"labels": res.labels}
 

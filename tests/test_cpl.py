@@ -340,3 +340,92 @@ def test_cpl_matches_reference_above_128_features(semantics):
     _, labels, k_out, passes = R.reference_cpl(X, 20, seeds, semantics=semantics)
     np.testing.assert_array_equal(got.labels, labels)
     assert got.n_clusters == k_out and got.n_passes == passes
+
+
+# ---------------------------------------------------------------- parallel inside a client
+@pytest.mark.parametrize("d", [1, 5, 7, 8, 10, 13, 15, 16, 17, 23, 24, 31, 64, 128])
+def test_block_and_single_candidate_distances_match_the_numpy_order(d):
+    """The parallel pass's distances: a block of rows ahead (on two threads) and one candidate
+    at a time (the centroids that moved) are both exactly np.sum(Mw * (x - c) ** 2)."""
+    import numba
+
+    from fastfc._kernels._cpl import _block_dists_t, _one_dist_t
+
+    rng = np.random.default_rng(2000 + d)
+    X = rng.normal(size=(9, d)) * 10 ** rng.uniform(-3, 3, size=d)
+    C = rng.normal(size=(37, d))
+    Mw = rng.random((37, d))
+    ref = np.stack([np.sum(Mw * (x - C) ** 2, axis=1) for x in X])
+    CT, MwT = np.ascontiguousarray(C.T), np.ascontiguousarray(Mw.T)
+    out = np.full((9, 37), np.nan)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        _block_dists_t(X, 2, 7, CT, MwT, 37, np.empty((3, 8, 37)), out)
+    finally:
+        numba.set_num_threads(prev)
+    np.testing.assert_array_equal(out[:7], ref[2:])
+    single = np.array([[_one_dist_t(X, i, CT, MwT, t) for t in range(37)] for i in range(9)])
+    np.testing.assert_array_equal(single, ref)
+
+
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+@pytest.mark.parametrize("d", [7, 10, 16, 30])
+def test_cpl_is_bit_identical_on_two_threads(semantics, d):
+    """n_threads=2 (distances computed a block ahead, feature statistics split by feature,
+    columns sorted in threads) gives the very same run as n_threads=1."""
+    from fastfc._kernels import _cpl as K
+
+    rng = np.random.default_rng(300 + d)
+    n, k = 3000, 300
+    assert k * d >= K._PAR_MIN_WORK  # the first passes take the parallel path
+    X = _blobs(rng, n, d, 6, spread=2.0)
+    seeds = rng.permutation(n)[:k]
+    one = cpl(X, k, seeds=seeds, semantics=semantics, n_threads=1)
+    two = cpl(X, k, seeds=seeds, semantics=semantics, n_threads=2)
+    assert one.n_passes == two.n_passes > 1
+    np.testing.assert_array_equal(one.labels, two.labels)
+    np.testing.assert_array_equal(one.centers, two.centers)
+    assert one.objective == two.objective
+
+
+@pytest.mark.parametrize("reference", [0, 1])
+def test_feature_weights_are_bit_identical_on_two_threads(reference):
+    from fastfc._kernels._cpl import cpl_feature_weights
+    import numba
+
+    rng = np.random.default_rng(11)
+    n, d, k = 2000, 9, 12
+    X = _blobs(rng, n, d, 4)
+    y = rng.integers(k, size=n).astype(np.int64)
+    cnt = np.bincount(y, minlength=k).astype(np.int64)
+    C = np.array([X[y == j].mean(0) for j in range(k)])
+    order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
+    outs = []
+    for nt in (1, 2):
+        Mw = np.full((k, d), 1.0 / d)
+        live = np.ones(k, dtype=np.uint8)
+        wnan = np.zeros(k, dtype=np.uint8)
+        bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
+        prev = numba.get_num_threads()
+        numba.set_num_threads(min(nt, numba.config.NUMBA_NUM_THREADS))
+        try:
+            cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, np.ones(k), reference, 1e-12, *bufs, 0, nt)
+        finally:
+            numba.set_num_threads(prev)
+        outs.append((Mw, live, wnan, bufs))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+    for a, b in zip(outs[0][3], outs[1][3]):
+        np.testing.assert_array_equal(a, b)
+    assert np.isfinite(outs[0][0]).all()
+
+
+def test_column_order_is_the_stable_argsort_for_any_thread_count():
+    from fastfc._cpl import _PAR_MIN_ROWS, column_order
+
+    rng = np.random.default_rng(5)
+    X = rng.integers(0, 50, size=(_PAR_MIN_ROWS + 7, 4)).astype(np.float64)  # many ties
+    ref = np.argsort(X, axis=0, kind="stable").T
+    for nt in (1, 2, 3):
+        np.testing.assert_array_equal(column_order(X, nt), ref)

@@ -74,6 +74,18 @@ def test_same_labels_for_any_n_jobs(cls):
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
 
 
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_one_client_same_labels_on_two_threads(cls):
+    """One client, n_jobs=2: the client's CPL gets both threads (its first passes compute
+    distances a block ahead in parallel); labels and centres are those of n_jobs=1."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(scale=4.0, size=(5, 10))[rng.integers(5, size=3000)] + rng.normal(size=(3000, 10))
+    a = cls(n_clusters=5, random_state=2, n_jobs=1).fit(X)
+    b = cls(n_clusters=5, random_state=2, n_jobs=2).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
 def test_different_seeds_can_differ_and_same_seed_repeats():
     X_clients, _ = mixture_clients(0)
     a = FedHIRE(n_clusters=4, random_state=0).fit_clients(X_clients)

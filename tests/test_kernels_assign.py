@@ -180,3 +180,32 @@ def test_blas_screen_same_result_for_any_thread_count(dtype):
         lab, dist = assign_nearest(X, C, n_jobs=n_jobs, return_distances=True)
         np.testing.assert_array_equal(lab, base)
         np.testing.assert_array_equal(dist, bd)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("d,k,weighted,dtypes", [
+    (3, 4, False, ("float64", "float64")),
+    (3, 4, True, ("float32", "float32")),
+    (16, 40, False, ("float64", "float64")),   # BLAS screen
+    (16, 40, False, ("float32", "float32")),
+    (16, 40, False, ("float32", "float64")),   # upcast block by block
+    (16, 40, True, ("float64", "float64")),
+])
+def test_non_finite_rows_are_rejected_wherever_they_are(bad, d, k, weighted, dtypes):
+    """The rows are checked only when a distance comes out non-finite: every NaN/inf row
+    (in any feature, any chunk, either kernel) must still raise."""
+    from fastfc._assign import assign_nearest
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((3000, d)).astype(dtypes[0])
+    C = rng.standard_normal((k, d)).astype(dtypes[1])
+    W = rng.random((k, d)).astype(dtypes[1]) if weighted else None
+    if weighted:
+        W[:, 0] = 0.0  # a zero weight on the bad feature: 0 * inf is NaN, still caught
+    for row, col in [(0, 0), (1777, d - 1), (2999, d // 2)]:
+        Xb = X.copy()
+        Xb[row, col] = bad
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            assign_nearest(Xb, C, W)
+        lab = assign_nearest(Xb[np.arange(3000) != row], C, W)  # the same rows without it: fine
+        np.testing.assert_array_equal(lab, assign_nearest(X, C, W)[np.arange(3000) != row])

@@ -497,6 +497,99 @@ def _live_dists_t(X, i, CT, MwT, n_live, acc, out):
             out[t] += MwT[z, t] * (diff * diff)
 
 
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _one_dist_t(X, i, CT, MwT, t):
+    """``D`` of row ``i`` to listed candidate ``t`` alone, bit-identical to ``out[t]`` of
+    :func:`_live_dists_t` (the same operations in the same order, per candidate)."""
+    d = X.shape[1]
+    if d < 8:
+        s = 0.0
+        for z in range(d):
+            diff = X[i, z] - CT[z, t]
+            s += MwT[z, t] * (diff * diff)
+        return s
+    m = d - d % 8
+    a0 = X[i, 0] - CT[0, t]
+    a1 = X[i, 1] - CT[1, t]
+    a2 = X[i, 2] - CT[2, t]
+    a3 = X[i, 3] - CT[3, t]
+    a4 = X[i, 4] - CT[4, t]
+    a5 = X[i, 5] - CT[5, t]
+    a6 = X[i, 6] - CT[6, t]
+    a7 = X[i, 7] - CT[7, t]
+    if m == 8:
+        s = (((MwT[0, t] * (a0 * a0)) + (MwT[1, t] * (a1 * a1)))
+             + ((MwT[2, t] * (a2 * a2)) + (MwT[3, t] * (a3 * a3)))) + (
+             ((MwT[4, t] * (a4 * a4)) + (MwT[5, t] * (a5 * a5)))
+             + ((MwT[6, t] * (a6 * a6)) + (MwT[7, t] * (a7 * a7))))
+    elif m == 16:
+        b0 = X[i, 8] - CT[8, t]
+        b1 = X[i, 9] - CT[9, t]
+        b2 = X[i, 10] - CT[10, t]
+        b3 = X[i, 11] - CT[11, t]
+        b4 = X[i, 12] - CT[12, t]
+        b5 = X[i, 13] - CT[13, t]
+        b6 = X[i, 14] - CT[14, t]
+        b7 = X[i, 15] - CT[15, t]
+        s0 = MwT[0, t] * (a0 * a0) + MwT[8, t] * (b0 * b0)
+        s1 = MwT[1, t] * (a1 * a1) + MwT[9, t] * (b1 * b1)
+        s2 = MwT[2, t] * (a2 * a2) + MwT[10, t] * (b2 * b2)
+        s3 = MwT[3, t] * (a3 * a3) + MwT[11, t] * (b3 * b3)
+        s4 = MwT[4, t] * (a4 * a4) + MwT[12, t] * (b4 * b4)
+        s5 = MwT[5, t] * (a5 * a5) + MwT[13, t] * (b5 * b5)
+        s6 = MwT[6, t] * (a6 * a6) + MwT[14, t] * (b6 * b6)
+        s7 = MwT[7, t] * (a7 * a7) + MwT[15, t] * (b7 * b7)
+        s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    else:
+        s0 = MwT[0, t] * (a0 * a0)
+        s1 = MwT[1, t] * (a1 * a1)
+        s2 = MwT[2, t] * (a2 * a2)
+        s3 = MwT[3, t] * (a3 * a3)
+        s4 = MwT[4, t] * (a4 * a4)
+        s5 = MwT[5, t] * (a5 * a5)
+        s6 = MwT[6, t] * (a6 * a6)
+        s7 = MwT[7, t] * (a7 * a7)
+        for z in range(8, m, 8):
+            a0 = X[i, z] - CT[z, t]
+            s0 += MwT[z, t] * (a0 * a0)
+            a1 = X[i, z + 1] - CT[z + 1, t]
+            s1 += MwT[z + 1, t] * (a1 * a1)
+            a2 = X[i, z + 2] - CT[z + 2, t]
+            s2 += MwT[z + 2, t] * (a2 * a2)
+            a3 = X[i, z + 3] - CT[z + 3, t]
+            s3 += MwT[z + 3, t] * (a3 * a3)
+            a4 = X[i, z + 4] - CT[z + 4, t]
+            s4 += MwT[z + 4, t] * (a4 * a4)
+            a5 = X[i, z + 5] - CT[z + 5, t]
+            s5 += MwT[z + 5, t] * (a5 * a5)
+            a6 = X[i, z + 6] - CT[z + 6, t]
+            s6 += MwT[z + 6, t] * (a6 * a6)
+            a7 = X[i, z + 7] - CT[z + 7, t]
+            s7 += MwT[z + 7, t] * (a7 * a7)
+        s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    for z in range(m, d):
+        diff = X[i, z] - CT[z, t]
+        s += MwT[z, t] * (diff * diff)
+    return s
+
+
+@numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _block_dists_t(X, i0, nb, CT, MwT, n_live, acc, out):
+    """``out[r, :n_live]`` = :func:`_live_dists_t` of row ``i0 + r`` for ``r < nb``, on Numba's threads.
+
+    ``acc`` (P, 8, k): one scratch per part; the ``nb`` rows are cut into ``P`` contiguous
+    parts run in parallel (``prange``). Every row's distances are computed by the same code
+    from the same inputs whatever ``P`` and the thread count, so they are bit-identical to
+    the sequential ones.
+    """
+    P = acc.shape[0]
+    for p in numba.prange(P):
+        lo = p * nb // P
+        hi = (p + 1) * nb // P
+        for r in range(lo, hi):
+            _live_dists_t(X, i0 + r, CT, MwT, n_live, acc[p], out[r])
+
+
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _nan_last_before(a, b):
     """True when score ``a`` sorts strictly before ``b`` in ``argsort(-s)`` (NaN last)."""
@@ -556,6 +649,15 @@ def _reference_decision(X, i, C, cnt, Mw, theta, wins, W, wnan, tmp, stk, stv):
 _BOUND_BLOCK = 64
 
 
+#: parallel CPL passes: the fewest rows of a block of distances computed ahead, and the most
+#: distances held ahead (rows x candidates, 8 MB)
+_BLOCK_MIN = 64
+_BLOCK_BUDGET = 1 << 20
+#: a pass runs in parallel only when its listed candidates times features reach this (below,
+#: the sequential per-row work dominates and the parallel regions cost more than they save)
+_PAR_MIN_WORK = 2048
+
+
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _build_tpos(k, live_idx, n_live, tpos):
     """``tpos[j]`` = position of candidate ``j`` in ``live_idx`` (``-1`` when not listed)."""
@@ -592,7 +694,7 @@ def _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU):
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
-             wnan, eta, reference):
+             wnan, eta, reference, n_threads=1):
     """One CPL pass (epoch) over the samples in stored row order, with online updates.
 
     Parameters
@@ -611,6 +713,12 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     wnan : ndarray of shape (k,), uint8. IN (reference semantics; all zero otherwise).
     eta : float. Learning rate.
     reference : int. 1 = reference semantics, 0 = robust semantics.
+    n_threads : int, default 1. Above 1 (and ``d <= 128``), the distances of a block of rows to
+        the candidates are computed ahead on Numba's threads (:func:`_block_dists_t`; the
+        caller sets ``numba.set_num_threads``) against the centroids at the block's start;
+        while the block is processed in order, the distances to the candidates whose centroid
+        moved since then are recomputed (:func:`_one_dist_t`). Every distance used is thus
+        the one the sequential pass computes: results are bit-identical for any thread count.
 
     Returns
     -------
@@ -655,6 +763,21 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
         _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
     else:
         _build_tpos(k, live_idx, n_live, tpos)
+    # block-parallel distances: the block's distances, per-part scratch, and the list
+    # positions whose centroid moved in the block. Blocks are long (few parallel regions) while
+    # few centroids move, shorter when many do (each moved one is recomputed per row); the
+    # block lengths change no result.
+    par = small and n_threads > 1 and n_live * d >= _PAR_MIN_WORK
+    n_par = n_threads if par else 1
+    blk_max = max(_BLOCK_MIN, min(n, _BLOCK_BUDGET // max(1, k))) if par else 1
+    blk = min(blk_max, _BLOCK_MIN * 4)
+    DB = np.empty((blk_max, k))
+    accp = np.empty((n_par, 8, k))
+    dirty = np.zeros(k, dtype=np.uint8)
+    dlist = np.empty(k, dtype=np.int64)
+    n_dirty = 0
+    blk_start = 0
+    blk_end = 0
     Wend = W
     for i in range(n):
         if i % _BOUND_BLOCK == 0:
@@ -668,7 +791,25 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
         yi = y[i]
         # Phase 1: weighted distances of the listed candidates and the two largest lower
         # bounds of their scores (dead candidates have -inf bounds).
-        if small:
+        if par:
+            if i >= blk_end:
+                if i > 0:
+                    if 4 * n_dirty <= n_live:
+                        blk = min(2 * blk, blk_max)
+                    elif 2 * n_dirty > n_live:
+                        blk = max(blk // 2, _BLOCK_MIN)
+                nb = min(blk, n - i)
+                _block_dists_t(X, i, nb, CT, MwT, n_live, accp, DB)
+                blk_start = i
+                blk_end = i + nb
+                for q in range(n_dirty):
+                    dirty[dlist[q]] = 0
+                n_dirty = 0
+            dist = DB[i - blk_start]
+            for q in range(n_dirty):
+                t = dlist[q]
+                dist[t] = _one_dist_t(X, i, CT, MwT, t)
+        elif small:
             _live_dists_t(X, i, CT, MwT, n_live, acc, dist)
         else:
             _live_dists(X, i, C, Mw, live_idx, n_live, dist, tmp, stk, stv)
@@ -740,6 +881,10 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                 pv = tpos[v]
                 for z in range(d):
                     CT[z, pv] = C[v, z]
+                if par and dirty[pv] == 0:
+                    dirty[pv] = 1
+                    dlist[n_dirty] = pv
+                    n_dirty += 1
             if yi >= 0:
                 cnt[yi] -= 1
                 co = cnt[yi]
@@ -751,6 +896,10 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                         po = tpos[yi]
                         for z in range(d):
                             CT[z, po] = C[yi, z]
+                        if par and dirty[po] == 0:
+                            dirty[po] = 1
+                            dlist[n_dirty] = po
+                            n_dirty += 1
                 else:
                     for z in range(d):
                         S[yi, z] -= X[i, z]
@@ -775,6 +924,8 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                         _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
                     else:
                         _build_tpos(k, live_idx, n_live, tpos)
+                    # the list positions changed: the next row starts a new block
+                    blk_end = i + 1
                 _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU)
     return changed, n_live
 
@@ -801,8 +952,101 @@ def cpl_compact_live(live, live_idx, inlist):
 # CPL: feature weights (fed_hire.md §3.1.5, robust rules §3.1.7, reference NaN rules §3.1.6)
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _fw_columns(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, z0, z1):
+    """The per-feature statistics of :func:`cpl_feature_weights` for features ``z0 .. z1-1``.
+
+    Per cluster and feature: sums, minima, maxima, means, centred within sums of squares and
+    Gaussian within scores; per feature: totals, mean, total centred sum of squares and the
+    complement extremes (``b_feat``, ``b_jext``). Each statistic is accumulated over the rows
+    in order and depends on its own feature only, so any split of the features gives the
+    same bits.
+    """
+    n = X.shape[0]
+    k = cnt.shape[0]
+    T = b_feat[0]
+    mu_all = b_feat[1]
+    Qall = b_feat[2]
+    gmin = b_feat[3]
+    altmin = b_feat[4]
+    gmax = b_feat[5]
+    altmax = b_feat[6]
+    jlo = b_jext[0]
+    jhi = b_jext[1]
+    for j in range(k):
+        if cnt[j] > 0:
+            for z in range(z0, z1):
+                b_sum[j, z] = 0.0
+                b_q[j, z] = 0.0
+                b_g[j, z] = 0.0
+                b_min[j, z] = np.inf
+                b_max[j, z] = -np.inf
+    for z in range(z0, z1):
+        T[z] = 0.0
+        Qall[z] = 0.0
+    # pass A: sums, extremes, totals
+    for i in range(n):
+        j = y[i]
+        for z in range(z0, z1):
+            x = X[i, z]
+            b_sum[j, z] += x
+            T[z] += x
+            if x < b_min[j, z]:
+                b_min[j, z] = x
+            if x > b_max[j, z]:
+                b_max[j, z] = x
+    for z in range(z0, z1):
+        mu_all[z] = T[z] / n
+    for j in range(k):
+        if cnt[j] > 0:
+            m = cnt[j]
+            for z in range(z0, z1):
+                b_mu[j, z] = b_sum[j, z] / m
+    # pass B: centred within sums of squares, Gaussian within scores, total spread
+    for i in range(n):
+        j = y[i]
+        for z in range(z0, z1):
+            x = X[i, z]
+            dv = x - b_mu[j, z]
+            b_q[j, z] += dv * dv
+            dc = x - C[j, z]
+            b_g[j, z] += math.exp(-0.5 * dc * dc)
+            da = x - mu_all[z]
+            Qall[z] += da * da
+    # complement extremes: the complement of j misses the global minimum only if j holds it
+    for z in range(z0, z1):
+        r0 = order[z, 0]
+        jlo[z] = y[r0]
+        gmin[z] = X[r0, z]
+        altmin[z] = np.nan
+        for t in range(1, n):
+            r = order[z, t]
+            if y[r] != jlo[z]:
+                altmin[z] = X[r, z]
+                break
+        r1 = order[z, n - 1]
+        jhi[z] = y[r1]
+        gmax[z] = X[r1, z]
+        altmax[z] = np.nan
+        for t in range(n - 2, -1, -1):
+            r = order[z, t]
+            if y[r] != jhi[z]:
+                altmax[z] = X[r, z]
+                break
+
+
+@numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _fw_columns_par(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, P):
+    """:func:`_fw_columns` over all features, cut into ``P`` contiguous ranges run in parallel."""
+    d = X.shape[1]
+    for p in numba.prange(P):
+        _fw_columns(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
+                    p * d // P, (p + 1) * d // P)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, eps,
-                        b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0):
+                        b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0,
+                        n_threads=1):
     """Recompute the feature weights ``Mw`` from the current partition in ``O(n d + k d)``.
 
     Parameters
@@ -828,6 +1072,10 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
     b_jext : ndarray of shape (2, d), int64. Scratch.
     keep_singletons : int, default 0. Robust only: 1 = a candidate with one member stays
         live (its weights follow the formulas, with variance 0 inside); 0 = it dies, as above.
+    n_threads : int, default 1. Above 1, the per-feature statistics run on Numba's threads,
+        features split between them (:func:`_fw_columns_par`; the caller sets
+        ``numba.set_num_threads``); every statistic is still accumulated over the rows in
+        order, so the result is bit-identical for any thread count.
 
     Notes
     -----
@@ -852,66 +1100,11 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
     jlo = b_jext[0]
     jhi = b_jext[1]
 
-    for j in range(k):
-        if cnt[j] > 0:
-            for z in range(d):
-                b_sum[j, z] = 0.0
-                b_q[j, z] = 0.0
-                b_g[j, z] = 0.0
-                b_min[j, z] = np.inf
-                b_max[j, z] = -np.inf
-    for z in range(d):
-        T[z] = 0.0
-        Qall[z] = 0.0
-    # pass A: sums, extremes, totals
-    for i in range(n):
-        j = y[i]
-        for z in range(d):
-            x = X[i, z]
-            b_sum[j, z] += x
-            T[z] += x
-            if x < b_min[j, z]:
-                b_min[j, z] = x
-            if x > b_max[j, z]:
-                b_max[j, z] = x
-    for z in range(d):
-        mu_all[z] = T[z] / n
-    for j in range(k):
-        if cnt[j] > 0:
-            m = cnt[j]
-            for z in range(d):
-                b_mu[j, z] = b_sum[j, z] / m
-    # pass B: centred within sums of squares, Gaussian within scores, total spread
-    for i in range(n):
-        j = y[i]
-        for z in range(d):
-            x = X[i, z]
-            dv = x - b_mu[j, z]
-            b_q[j, z] += dv * dv
-            dc = x - C[j, z]
-            b_g[j, z] += math.exp(-0.5 * dc * dc)
-            da = x - mu_all[z]
-            Qall[z] += da * da
-    # complement extremes: the complement of j misses the global minimum only if j holds it
-    for z in range(d):
-        r0 = order[z, 0]
-        jlo[z] = y[r0]
-        gmin[z] = X[r0, z]
-        altmin[z] = np.nan
-        for t in range(1, n):
-            r = order[z, t]
-            if y[r] != jlo[z]:
-                altmin[z] = X[r, z]
-                break
-        r1 = order[z, n - 1]
-        jhi[z] = y[r1]
-        gmax[z] = X[r1, z]
-        altmax[z] = np.nan
-        for t in range(n - 2, -1, -1):
-            r = order[z, t]
-            if y[r] != jhi[z]:
-                altmax[z] = X[r, z]
-                break
+    if n_threads > 1 and d > 1:
+        _fw_columns_par(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
+                        min(n_threads, d))
+    else:
+        _fw_columns(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d)
 
     keep = -1
     if reference == 0:
