@@ -591,8 +591,9 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
                       chain_history=history, chain_active=active, n_refine_rounds=round)
         k, d = chain_centers[0].shape
         if done:
-            costs = np.array(chain_cost)
-            kept = int(np.argmin(np.where(np.isnan(costs), np.inf, costs))) if np.isfinite(costs).any() else 0
+            costs = np.where(np.isnan(chain_cost), np.inf, chain_cost)
+            # least cost; chains within rounding of it (the same partition reached twice) tie: the lowest index
+            kept = int(np.flatnonzero(costs <= costs.min() * (1 + 1e-12))[0]) if np.isfinite(costs).any() else 0
             values.update(centers=chain_centers[kept], history=history[kept], chain_kept=kept, chain_active=[kept])
             bc = refine.RefineChainCenters(chains=np.array([kept]), centers=chain_centers[kept], n_clusters=k,
                                            n_features=d, feature_weight=setup.weight, final=True)
