@@ -49,15 +49,20 @@ def _configs() -> dict:
     """Candidate configurations: name -> (description, factory(k, seed, rounds) -> estimator)."""
     import fastfc
 
-    def kfed(units, local=1):
+    def kfed(units, local=1, chains=1):
         return lambda k, s, r: fastfc.KFed(n_clusters=k, n_local_clusters=local * k, units=units, refine_rounds=r,
-                                           random_state=s, n_jobs=1)
+                                           refine_n_init=chains, random_state=s, n_jobs=1)
 
     def feca(units):
         return lambda k, s, r: fastfc.FeCA(n_clusters=k, units=units, refine_rounds=r, random_state=s, n_jobs=1)
 
-    def fkm(units):
-        return lambda k, s, r: fastfc.FedKMeans(n_clusters=k, units=units, max_rounds=r, random_state=s, n_jobs=1)
+    def fkm(units, chains=1):
+        return lambda k, s, r: fastfc.FedKMeans(n_clusters=k, units=units, max_rounds=r, n_init=chains,
+                                                random_state=s, n_jobs=1)
+
+    def fedhire(chains=1):
+        return lambda k, s, r: fastfc.FedHIRE(n_clusters=k, refine_rounds=r, refine_n_init=chains, random_state=s,
+                                              n_jobs=1)
 
     return {
         "kfed-raw": ("KFed(units=None, refine_rounds=R)", kfed(None)),
@@ -68,13 +73,29 @@ def _configs() -> dict:
         "feca-fed": ("FeCA(units='federated', refine_rounds=R)", feca("federated")),
         "fkm-raw": ("FedKMeans(init='k-means++', units=None, max_rounds=R)", fkm(None)),
         "fkm-fed": ("FedKMeans(init='k-means++', units='federated', max_rounds=R)", fkm("federated")),
-        "fedhire": ("FedHIRE(refine_rounds=R) (robust: federation-standardised refinement)",
-                    lambda k, s, r: fastfc.FedHIRE(n_clusters=k, refine_rounds=r, random_state=s, n_jobs=1)),
+        "fedhire": ("FedHIRE(refine_rounds=R) (robust: federation-standardised refinement)", fedhire()),
         "gold": ("GOLD(refine_rounds=R) (robust: federation-standardised refinement)",
                  lambda k, s, r: fastfc.GOLD(n_clusters=k, refine_rounds=r, random_state=s, n_jobs=1)),
         "kstar": ("FedKStarHC(n_clusters=K, refine_rounds=R) (robust: federation-standardised refinement)",
                   lambda k, s, r: fastfc.FedKStarHC(n_clusters=k, refine_rounds=r, random_state=s, n_jobs=1)),
+        # parallel refinement chains (refine_n_init / FedKMeans n_init)
+        "kfed-raw-c10": ("KFed(units=None, refine_rounds=R, refine_n_init=10)", kfed(None, chains=10)),
+        "kfed-fed-c4": ("KFed(units='federated', refine_rounds=R, refine_n_init=4)", kfed("federated", chains=4)),
+        "kfed-fed-c10": ("KFed(units='federated', refine_rounds=R, refine_n_init=10)", kfed("federated", chains=10)),
+        "fkm-fed-c4": ("FedKMeans(init='k-means++', units='federated', max_rounds=R, n_init=4)",
+                       fkm("federated", chains=4)),
+        "fkm-fed-c10": ("FedKMeans(init='k-means++', units='federated', max_rounds=R, n_init=10)",
+                        fkm("federated", chains=10)),
+        "fedhire-c10": ("FedHIRE(refine_rounds=R, refine_n_init=10) (robust: federation-standardised refinement)",
+                        fedhire(chains=10)),
     }
+
+
+#: the candidates run by default: the first study's chosen config (kfed-fed, refine_study.md of f66cc9f) as the
+#: single-chain baseline, and chain configs of the single-chain configs that were not dominated there (kfed-*-2k,
+#: feca-*, fkm-raw and kstar were below kfed-fed or fedhire on both bars and in mean ARI on the selection seeds;
+#: gold equals fedhire); ``--configs all`` runs every one (about 3x the time)
+DEFAULT_CONFIGS = ["kfed-fed", "kfed-raw-c10", "kfed-fed-c4", "kfed-fed-c10", "fkm-fed-c10", "fedhire-c10"]
 
 
 def load_split(split: str):
@@ -319,11 +340,84 @@ def diagnose(name: str, splits: list[str], seeds: list[int], rounds: int, long_r
     print(f"\nCentralised KMeans(n_init=10) itself has mean ARI >= FFCM on {km_pass}/{len(splits)} splits.\n")
 
 
+def fuzzy_cmeans(X: np.ndarray, k: int, seed: int, *, m: float = 2.0, max_iter: int = 300, tol: float = 1e-6
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Centralised fuzzy c-means (Bezdek) on the pooled rows, k-means++ initial centres.
+
+    Memberships ``u_ij`` proportional to ``d_ij ** (-1 / (m - 1))`` (``d_ij`` the squared distance of row
+    ``i`` to centre ``j``, floored at 1e-300), centres the ``u ** m``-weighted means; stops when the largest
+    squared centre move is at most ``tol`` times the mean per-feature variance, or after ``max_iter``.
+
+    Returns
+    -------
+    centers : ndarray of shape (k, n_features)
+    labels : ndarray of shape (n_samples,)
+        Largest membership of every row.
+    """
+    from sklearn.cluster import kmeans_plusplus
+
+    C, _ = kmeans_plusplus(X, k, random_state=seed)
+    thr = tol * float(np.mean(X.var(axis=0)))
+    for _ in range(max_iter):
+        D = np.maximum(((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2), 1e-300)
+        U = D ** (-1.0 / (m - 1.0))
+        U /= U.sum(axis=1, keepdims=True)
+        W = U ** m
+        new = (W.T @ X) / W.sum(axis=0)[:, None]
+        move = float(((new - C) ** 2).sum(axis=1).max())
+        C = new
+        if move <= thr:
+            break
+    D = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+    return C, np.argmin(D, axis=1)
+
+
+def print_fcm_context(splits: list[str], seeds: list[int], ffcm: dict) -> None:
+    """Does a centralised objective reproduce FFCM's bar? Fuzzy c-means, k-means and FCM then k-means."""
+    from sklearn.cluster import KMeans
+
+    print(f"## Context: centralised fuzzy c-means against FFCM, seeds {seeds[0]}-{seeds[-1]}\n")
+    print("ARI means over the seeds, all on the pooled rows in the split's given units (no federation). "
+          "FCM: fuzzy c-means, m = 2 (FFCM's), k-means++ initial centres (random_state = seed), labels by largest "
+          "membership. FCM->KM: KMeans(n_init=1) started from the FCM centres. KM10: KMeans(n_init=10, "
+          "random_state = seed). FFCM: the published federated fuzzy c-means (mean over its seeds 0-9), whose "
+          "server runs weighted k-means on the clients' local fuzzy centres (a k-FED-like scheme), up to 100 "
+          "rounds. cost: k-means objective over KM10's.\n")
+    print("| split | FFCM | KM10 | FCM | FCM->KM | cost FCM | cost FCM->KM |")
+    print("|---|---|---|---|---|---|---|")
+    n = defaultdict(int)
+    for s in splits:
+        X_clients, y, k = load_split(s)
+        X = np.vstack(X_clients).astype(np.float64)
+        acc = defaultdict(list)
+        for seed in seeds:
+            km10 = KMeans(n_clusters=k, n_init=10, random_state=seed).fit(X).labels_
+            C, fcm = fuzzy_cmeans(X, k, seed)
+            fk = KMeans(n_clusters=k, init=C, n_init=1).fit(X).labels_
+            ref = partition_cost(X, km10, None)
+            acc["km10"].append(score(y, km10)[0])
+            acc["fcm"].append(score(y, fcm)[0])
+            acc["fk"].append(score(y, fk)[0])
+            acc["c_fcm"].append(partition_cost(X, fcm, None) / ref)
+            acc["c_fk"].append(partition_cost(X, fk, None) / ref)
+        mm = {key: float(np.mean(v)) for key, v in acc.items()}
+        for key in ("km10", "fcm", "fk"):
+            n[key] += mm[key] >= ffcm[s]
+        n["fcm_km"] += mm["fcm"] >= mm["km10"] - KMEANS_SLACK
+        n["fk_km"] += mm["fk"] >= mm["km10"] - KMEANS_SLACK
+        print(f"| {s} | {ffcm[s]:.3f} | {mm['km10']:.3f} | {mm['fcm']:.3f} | {mm['fk']:.3f} | {mm['c_fcm']:.3f} "
+              f"| {mm['c_fk']:.3f} |")
+    t = len(splits)
+    print(f"\nMean ARI >= FFCM: KM10 on {n['km10']}/{t} splits, FCM on {n['fcm']}/{t}, FCM->KM on {n['fk']}/{t}. "
+          f">= KM10 - 0.005: FCM on {n['fcm_km']}/{t}, FCM->KM on {n['fk_km']}/{t}.\n")
+
+
 def main(argv=None) -> int:
     """Command line; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--configs", default=",".join(_configs()),
-                    help="comma-separated candidate configs (default: all): " + ", ".join(_configs()))
+    ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                    help="comma-separated candidate configs, or 'all' (default: " + ",".join(DEFAULT_CONFIGS)
+                    + "); all: " + ", ".join(_configs()))
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--seeds", default="0-9", help="report seeds ('none': selection only)")
     ap.add_argument("--select", default=None, metavar="SEEDS",
@@ -334,13 +428,17 @@ def main(argv=None) -> int:
     ap.add_argument("--diagnose", type=int, default=0, metavar="R_LONG",
                     help="also diagnose the chosen config on the report seeds, with R and R_LONG rounds")
     ap.add_argument("--chains", type=int, default=10, help="fits in the diagnosis's simulated multi-start")
+    ap.add_argument("--select-one-shot", action="store_true",
+                    help="also fit every candidate with 0 rounds on the selection seeds (the one-shot column)")
+    ap.add_argument("--fcm", action="store_true",
+                    help="also print the centralised fuzzy c-means / k-means context table on the report seeds")
     ap.add_argument("--json", default=None, help="also write the raw per-seed numbers here")
     return run_with_out(ap, argv, body)
 
 
 def body(args) -> int:
     """Run the study the parsed command line asks for; returns 0."""
-    configs = args.configs.split(",")
+    configs = list(_configs()) if args.configs == "all" else args.configs.split(",")
     unknown = sorted(set(configs) - set(_configs()))
     if unknown:
         raise SystemExit(f"unknown configs {unknown}; choose from {list(_configs())}")
@@ -350,7 +448,7 @@ def body(args) -> int:
     raw: dict = {}
     if args.select:
         sel_seeds = parse_seeds(args.select)
-        res, km = run_all(configs, splits, sel_seeds, args.rounds, one_shot=True)
+        res, km = run_all(configs, splits, sel_seeds, args.rounds, one_shot=args.select_one_shot)
         raw["selection"] = {"seeds": sel_seeds, "configs": res, "kmeans": km}
         chosen = print_selection(res, km, ffcm, splits, sel_seeds, args.rounds)
         report = list(configs) if args.context else [chosen]
@@ -368,6 +466,8 @@ def body(args) -> int:
         print_context(res, km, ffcm, splits, seeds)
     if args.diagnose:
         diagnose(chosen, splits, seeds, args.rounds, args.diagnose, args.chains, ffcm)
+    if args.fcm:
+        print_fcm_context(splits, seeds, ffcm)
     return _dump(args.json, raw)
 
 

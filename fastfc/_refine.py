@@ -26,6 +26,26 @@ raw units otherwise. What crosses the wire per round is ``k (d + 2)`` numbers
 up (plus ``3 d`` in round 1) and ``k d + d`` down per client: never rows or labels.
 
 An empty cluster keeps its previous centre.
+
+Parallel chains (``refine_n_init = s > 1``, scikit-learn's ``n_init`` for the
+refinement): chain 0 is the one-shot centres, refined as above. After round 1
+the server also seeds chains ``1 .. s-1`` by weighted k-means++ and weighted
+Lloyd (scikit-learn ``KMeans(n_init=1)``, each chain with its own random
+stream) on the round-1 uploads themselves -- every client's per-cluster means,
+weighted by their counts, in the refinement units -- so the seeding costs the
+clients nothing extra. From round 1 on the broadcasts are
+:class:`RefineChainCenters` (the ``a k`` centres of the ``a`` chains still
+running) and from round 2 on the uploads :class:`RefineChainStats` (counts,
+sums and inertia of every running chain: ``a k (d + 2)`` numbers; one
+:func:`fastfc._lloyd.lloyd_stats` pass per chain). A chain stops being sent once
+its centres moved by at most the threshold (chain 0 is always sent in round 2,
+so that it has a cost too). Each chain's cost is the federated k-means cost of
+its final centres for its last labels: the sum of the clients' uploaded
+inertias of the last broadcast centres, less the exact drop of the last centre
+update (``n_j ||m_j - c_j||^2`` per cluster, in the refinement units). The
+chain of lowest cost is kept (ties: the lowest chain index); the final
+broadcast carries its centres only. With ``s = 1`` nothing of this runs: the
+messages, centres and labels are the single-chain ones above.
 """
 from __future__ import annotations
 
@@ -36,7 +56,8 @@ import numpy as np
 from . import _units
 from .protocol import ArraySpec, Message
 
-__all__ = ["RefineStats", "RefineCenters", "RefineSetup", "client_stats", "label_sums", "server_update", "setup_from_moments"]
+__all__ = ["RefineStats", "RefineCenters", "RefineChainStats", "RefineChainCenters", "RefineSetup", "client_stats",
+           "label_sums", "server_update", "setup_from_moments", "seed_chains", "chain_update"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,6 +142,110 @@ class RefineCenters(Message):
         return np.asarray(self.feature_weight) if self.feature_weight.size else None
 
 
+def _check_chains(message, n_rows: int) -> int:
+    """``chains`` is a non-empty strictly increasing list of chain indices and ``n_rows`` is
+    ``len(chains) * n_clusters``; returns ``len(chains)``."""
+    chains = message.chains
+    if chains.shape[0] < 1:
+        message._fail("chains must name at least one chain")
+    if chains.shape[0] > 1 and not (np.diff(chains) > 0).all():
+        message._fail(f"chains must be strictly increasing (no chain twice), got {chains.tolist()}")
+    if message.n_clusters < 1:
+        message._fail(f"n_clusters must be >= 1, got {message.n_clusters}")
+    if n_rows != chains.shape[0] * message.n_clusters:
+        message._fail(f"{n_rows} rows do not match {chains.shape[0]} chain(s) x n_clusters={message.n_clusters}")
+    return int(chains.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class RefineChainStats(Message):
+    """One client's upload in a refinement round with parallel chains (round >= 2).
+
+    Attributes
+    ----------
+    chains : ndarray of shape (a,), int
+        The chains the statistics are for (those of the last broadcast), increasing.
+    counts : ndarray of shape (a * n_clusters,), int
+        Rows of the client nearest to each centre of each chain (chain-major).
+    sums : ndarray of shape (a * n_clusters, n_features), float
+        Sum of those rows (raw units).
+    inertia : ndarray of shape (a * n_clusters,), float
+        Sum of the rows' squared (weighted) distances to their centre.
+    n_clusters : int
+    n_features : int
+    """
+
+    METHOD = "refine"
+    KIND = "chain_stats"
+    ARRAYS = {
+        "chains": ArraySpec("i", 1, min_value=0),
+        "counts": ArraySpec("i", 1, min_value=0),
+        "sums": ArraySpec("f", 2),
+        "inertia": ArraySpec("f", 1, min_value=0.0),
+    }
+    chains: np.ndarray
+    counts: np.ndarray
+    sums: np.ndarray
+    inertia: np.ndarray
+    n_clusters: int
+    n_features: int
+
+    def _check_consistency(self) -> None:
+        rows = self.counts.shape[0]
+        _check_chains(self, rows)
+        self._check_shape("sums", (rows, self.n_features))
+        self._check_shape("inertia", (rows,))
+
+
+@dataclass(frozen=True, eq=False)
+class RefineChainCenters(Message):
+    """The server's broadcast in a refinement round with parallel chains (from round 1 on).
+
+    Attributes
+    ----------
+    chains : ndarray of shape (a,), int
+        The chains still running (the kept chain alone when ``final``), increasing.
+    centers : ndarray of shape (a * n_clusters, n_features)
+        Their centres, chain-major (raw units).
+    feature_weight : ndarray of shape (n_features,) or (0,)
+        Per-feature distance weights (empty: raw units).
+    n_clusters : int
+    n_features : int
+    final : bool
+        True for the last broadcast (one chain): clients label their rows by the nearest centre.
+    """
+
+    METHOD = "refine"
+    KIND = "chain_centers"
+    ARRAYS = {"chains": ArraySpec("i", 1, min_value=0), "centers": ArraySpec("f", 2),
+              "feature_weight": ArraySpec("f", 1, min_value=0.0)}
+    chains: np.ndarray
+    centers: np.ndarray
+    n_clusters: int
+    n_features: int
+    feature_weight: np.ndarray | None = None
+    final: bool = False
+
+    def __post_init__(self) -> None:
+        _units.fill_empty_array(self, "feature_weight", (0,))
+        super().__post_init__()
+
+    def _check_consistency(self) -> None:
+        a = _check_chains(self, self._check_centers())
+        if self.final and a != 1:
+            self._fail(f"a final broadcast carries one chain, got {a}")
+        _units.check_unit_fields(self)
+
+    @property
+    def weight(self) -> np.ndarray | None:
+        """The feature weights, or None in raw units."""
+        return np.asarray(self.feature_weight) if self.feature_weight.size else None
+
+
+#: the broadcasts that carry refined centres (a final one is what clients label their rows with)
+CENTERS_CLASSES = (RefineCenters, RefineChainCenters)
+
+
 # ------------------------------------------------------------ client side
 def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: int) -> RefineStats:
     """A client's refinement upload.
@@ -128,7 +253,7 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
-    broadcast : RefineCenters or the method's one-shot reply
+    broadcast : RefineCenters, RefineChainCenters or the method's one-shot reply
         The last message the server sent this client.
     one_shot_labels : callable
         ``one_shot_labels()`` returns the method's labels of ``X`` from the one-shot
@@ -138,9 +263,20 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
 
     Returns
     -------
-    RefineStats
+    RefineStats or RefineChainStats
+        The latter (one block of statistics per chain, one ``lloyd_stats`` pass each) for a
+        :class:`RefineChainCenters` broadcast.
     """
     d = X.shape[1]
+    if isinstance(broadcast, RefineChainCenters):
+        from ._lloyd import lloyd_stats
+
+        k = int(broadcast.n_clusters)
+        parts = [lloyd_stats(X, broadcast.centers[i * k:(i + 1) * k], broadcast.weight, n_jobs=n_threads)
+                 for i in range(broadcast.chains.shape[0])]
+        return RefineChainStats(chains=broadcast.chains, counts=np.concatenate([p[0] for p in parts]),
+                                sums=np.concatenate([p[1] for p in parts]),
+                                inertia=np.concatenate([p[2] for p in parts]), n_clusters=k, n_features=d)
     if isinstance(broadcast, RefineCenters):
         from ._lloyd import lloyd_stats
 
@@ -266,3 +402,108 @@ def server_update(uploads: list[RefineStats], centers: np.ndarray, setup: Refine
     shift = float(np.sum(diff * diff))
     inertia = float(sum(float(u.inertia.sum()) for u in uploads)) if all(u.inertia.size for u in uploads) else float("nan")
     return new, shift, inertia, int(k - have.sum())
+
+
+def seed_chains(uploads: list[RefineStats], setup: RefineSetup, n_chains: int, rng: np.random.Generator
+                ) -> list[np.ndarray]:
+    """Centres of chains ``1 .. n_chains - 1``, seeded from the round-1 uploads on the server.
+
+    The points are every client's per-cluster means (``sums / counts`` of its non-empty
+    clusters), weighted by their counts; each chain is scikit-learn's
+    ``KMeans(n_init=1, init="k-means++")`` on them in the refinement units, with its own
+    seed drawn from ``rng`` (the server's stream of round 1; chains in order).
+
+    Parameters
+    ----------
+    uploads : list of RefineStats
+        Round-1 uploads (client order).
+    setup : RefineSetup
+    n_chains : int
+        Chains in all (chain 0 included).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    list of ndarray of shape (k, n_features)
+        ``n_chains - 1`` centre sets in raw units; empty when the uploads hold fewer
+        distinct points than ``k`` (only chain 0 runs then).
+    """
+    import warnings
+
+    from sklearn.cluster import KMeans
+    from sklearn.exceptions import ConvergenceWarning
+
+    from ._parallel import sklearn_seed
+
+    if n_chains <= 1:
+        return []
+    k = int(uploads[0].counts.shape[0])
+    pts = np.concatenate([u.sums[u.counts > 0] / u.counts[u.counts > 0, None] for u in uploads])
+    wts = np.concatenate([u.counts[u.counts > 0] for u in uploads]).astype(np.float64)
+    w = setup.weight
+    P = pts if w is None else pts * w
+    if np.unique(P, axis=0).shape[0] < k:
+        return []
+    seeds = [sklearn_seed(rng) for _ in range(n_chains - 1)]
+    out = []
+    for seed in seeds:
+        km = KMeans(n_clusters=k, init="k-means++", n_init=1, random_state=seed)
+        with warnings.catch_warnings():  # one OpenMP thread (the pinned server worker): same for any n_jobs
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            km.fit(P, sample_weight=wts)
+        C = np.asarray(km.cluster_centers_, dtype=np.float64)
+        if w is not None:  # back to raw units; a zero-weight feature takes the weighted mean of the points
+            C = np.where(w > 0, C / np.where(w > 0, w, 1.0), 0.0)
+            lab = km.labels_
+            for j in range(k):
+                sel = lab == j
+                if sel.any():
+                    C[j, w == 0] = np.average(pts[sel][:, w == 0], axis=0, weights=wts[sel])
+        out.append(C)
+    return out
+
+
+def chain_update(stats: RefineChainStats | list, chain_pos: int, centers: np.ndarray, setup: RefineSetup
+                 ) -> tuple[np.ndarray, float, float, float, int, int]:
+    """One server update of one chain from every client's chain upload.
+
+    Parameters
+    ----------
+    stats : list of RefineChainStats
+        Every responding client's upload (client order).
+    chain_pos : int
+        Position of the chain in the uploads' ``chains``.
+    centers : ndarray of shape (k, n_features)
+        The chain's centres the clients labelled with.
+    setup : RefineSetup
+
+    Returns
+    -------
+    new_centers : ndarray of shape (k, n_features)
+    shift : float
+        Weighted sum over centres of the squared moves.
+    inertia : float
+        Federated inertia of ``centers`` (sum of the uploads).
+    cost : float
+        Federated k-means cost of ``new_centers`` for the same labels:
+        ``inertia - sum_j n_j ||(m_j - c_j) w||^2`` (each cluster's term clipped at 0).
+    n_empty, n_samples : int
+    """
+    k = centers.shape[0]
+    sl = slice(chain_pos * k, (chain_pos + 1) * k)
+    counts = np.zeros(k, dtype=np.int64)
+    sums = np.zeros_like(centers, dtype=np.float64)
+    inert = np.zeros(k, dtype=np.float64)
+    for u in stats:  # client order: deterministic
+        counts += u.counts[sl]
+        sums += u.sums[sl]
+        inert += u.inertia[sl]
+    have = counts > 0
+    new = np.array(centers, dtype=np.float64, copy=True)
+    new[have] = sums[have] / counts[have, None]
+    diff = new - centers
+    if setup.weight is not None:
+        diff = diff * setup.weight
+    moves = np.sum(diff * diff, axis=1)
+    cost = float(np.sum(np.maximum(inert - counts * moves, 0.0)))
+    return new, float(np.sum(moves)), float(inert.sum()), cost, int(k - have.sum()), int(counts.sum())

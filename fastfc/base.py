@@ -108,6 +108,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         "n_jobs": [None, Integral],
         "refine_rounds": [Interval(Integral, 0, None, closed="left")],
         "refine_tol": [Interval(Real, 0, None, closed="left")],
+        "refine_n_init": [Interval(Integral, 1, None, closed="left")],
     }
     _summary_cls: type[Message]
     _reply_cls: type[Message]
@@ -197,7 +198,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _run_assign(self, X: np.ndarray, state: ClientState, reply: Message, n_threads: int) -> np.ndarray:
         """Client phase 2 (the worker callable) on a checked state and reply (or final refined centres)."""
         with pinned_worker():
-            if self._refine_rounds() > 0 and isinstance(reply, _refine().RefineCenters):
+            if self._refine_rounds() > 0 and isinstance(reply, _refine().CENTERS_CLASSES):
                 from ._units import nearest_weighted
 
                 return nearest_weighted(X, reply.centers, reply.weight, n_jobs=n_threads).astype(LABEL_DTYPE)
@@ -314,6 +315,10 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         """Refinement rounds asked for (0 without the parameter)."""
         return int(getattr(self, "refine_rounds", 0) or 0)
 
+    def _refine_n_init(self) -> int:
+        """Parallel refinement chains asked for (1 without the parameter)."""
+        return int(getattr(self, "refine_n_init", 1) or 1)
+
     def _multi_round(self) -> bool:
         """Whether a fit runs the rounds protocol (more than round 0)."""
         return self._refine_rounds() > 0
@@ -329,11 +334,17 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
 
     def _broadcast_cls(self, round: int) -> type[Message]:
         """Class of the server's broadcast that client round ``round`` (>= 1) consumes."""
-        return self._reply_cls if round == 1 else _refine().RefineCenters
+        refine = _refine()
+        if round == 1:
+            return self._reply_cls
+        return refine.RefineChainCenters if self._refine_n_init() > 1 else refine.RefineCenters
 
     def _upload_cls(self, round: int) -> type[Message]:
         """Class of the clients' uploads in round ``round``."""
-        return self._summary_cls if round == 0 else _refine().RefineStats
+        if round == 0:
+            return self._summary_cls
+        refine = _refine()
+        return refine.RefineChainStats if round >= 2 and self._refine_n_init() > 1 else refine.RefineStats
 
     def client_round(
         self, X, state: ClientState | None = None, broadcast: Message | None = None, *, round: int = 0,
@@ -451,11 +462,21 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         server's state (so a driver can blame its sender alone). Default: a refinement upload must have one
         entry per global centre, the model's feature count, and (round 1) its feature moments."""
         refine = _refine()
+        who = f"client {upload.client}" if upload.client is not None else "an upload"
+        if isinstance(upload, refine.RefineChainStats):
+            active = list(server_state.values.get("chain_active", ()))
+            k, d = np.shape(server_state.values["chain_centers"][0])
+            if upload.chains.tolist() != active:
+                raise MessageError(f"{who}: its round-{round} chain upload is for chains {upload.chains.tolist()}, "
+                                   f"the server broadcast chains {active}")
+            if upload.n_clusters != k or upload.n_features != d:
+                raise MessageError(f"{who}: its round-{round} chain upload has {upload.n_clusters} clusters x "
+                                   f"{upload.n_features} features per chain, the server has {k} x {d}")
+            return
         if not isinstance(upload, refine.RefineStats):
             return
         centers = server_state.values["centers"] if round > 1 else server_state.model.centers
         k, d = np.shape(centers)
-        who = f"client {upload.client}" if upload.client is not None else "an upload"
         if upload.counts.shape[0] != k or upload.n_features != d:
             raise MessageError(f"{who}: its round-{round} refinement upload has {upload.counts.shape[0]} clusters x "
                                f"{upload.n_features} features, the server has {k} x {d}")
@@ -518,6 +539,8 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _server_round(self, uploads: list[Message], server_state: ServerState, rng: np.random.Generator,
                       n_threads: int, round: int) -> tuple[list[Message], dict, bool]:
         """Server round ``round >= 1``: (broadcasts, new server values, done). Default: a refinement round."""
+        if self._refine_n_init() > 1:
+            return self._server_round_chains(uploads, server_state, rng, round)
         values = dict(server_state.values)
         model = server_state.model
         if round == 1:
@@ -534,6 +557,58 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         bc = _refine().RefineCenters(centers=new, n_features=new.shape[1], feature_weight=setup.weight, final=done)
         return [bc] * len(uploads), values, done
 
+    def _server_round_chains(self, uploads: list[Message], server_state: ServerState, rng: np.random.Generator,
+                             round: int) -> tuple[list[Message], dict, bool]:
+        """A refinement round with ``refine_n_init > 1`` parallel chains (see :mod:`fastfc._refine`)."""
+        refine = _refine()
+        values = dict(server_state.values)
+        s = self._refine_n_init()
+        n_samples = int(sum(int(u.counts.sum()) for u in uploads)) if round == 1 else 0
+        if round == 1:
+            model = server_state.model
+            setup = refine.setup_from_moments([u.feature_stats for u in uploads],
+                                              getattr(model, "feature_weight", None), self._refine_standardize(),
+                                              self.refine_tol, who=type(self).__name__)
+            centers0 = np.asarray(model.centers, dtype=np.float64)
+            new0, shift0, inertia0, n_empty0 = refine.server_update(uploads, centers0, setup)
+            seeded = refine.seed_chains(uploads, setup, s, rng)
+            chain_centers = [new0, *seeded] + [None] * (s - 1 - len(seeded))
+            chain_cost = [float("nan")] * s
+            chain_rounds = [1] + [0] * (s - 1)
+            history = [[] for _ in range(s)]
+            history[0].append((shift0, inertia0, n_empty0, n_samples))
+            # chain 0 is sent again even if it has converged: its cost needs one pass of labels
+            active = [c for c in range(s) if chain_centers[c] is not None]
+        else:
+            setup = values["setup"]
+            chain_centers = list(values["chain_centers"])
+            chain_cost = list(values["chain_cost"])
+            chain_rounds = list(values["chain_rounds"])
+            history = [list(h) for h in values["chain_history"]]
+            active = []
+            for pos, c in enumerate(values["chain_active"]):
+                new, shift, inertia, cost, n_empty, n_rows = refine.chain_update(uploads, pos, chain_centers[c], setup)
+                chain_centers[c], chain_cost[c] = new, cost
+                chain_rounds[c] += 1
+                history[c].append((shift, inertia, n_empty, n_rows))
+                if shift > setup.threshold:
+                    active.append(c)
+        done = round >= self._refine_rounds() or not active
+        values.update(setup=setup, chain_centers=chain_centers, chain_cost=chain_cost, chain_rounds=chain_rounds,
+                      chain_history=history, chain_active=active, n_refine_rounds=round)
+        k, d = chain_centers[0].shape
+        if done:
+            costs = np.where(np.isnan(chain_cost), np.inf, chain_cost)
+            # least cost; chains within rounding of it (the same partition reached twice) tie: the lowest index
+            kept = int(np.flatnonzero(costs <= costs.min() * (1 + 1e-12))[0]) if np.isfinite(costs).any() else 0
+            values.update(centers=chain_centers[kept], history=history[kept], chain_kept=kept, chain_active=[kept])
+            bc = refine.RefineChainCenters(chains=np.array([kept]), centers=chain_centers[kept], n_clusters=k,
+                                           n_features=d, feature_weight=setup.weight, final=True)
+        else:
+            bc = refine.RefineChainCenters(chains=np.array(active), centers=np.concatenate([chain_centers[c] for c in active]),
+                                           n_clusters=k, n_features=d, feature_weight=setup.weight)
+        return [bc] * len(uploads), values, done
+
     def _set_rounds_attributes(self, server_state: ServerState) -> None:
         """Fitted attributes of a multi-round run from the server's last state (override to add)."""
         if "centers" not in server_state.values:
@@ -543,11 +618,15 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         weight = server_state["setup"].weight
         self.feature_weight_ = None if weight is None else np.array(weight)
         hist = np.asarray(server_state["history"], dtype=np.float64).reshape(-1, 4)
-        self.n_refine_rounds_ = int(hist.shape[0])
+        self.n_refine_rounds_ = int(server_state.values.get("n_refine_rounds", hist.shape[0]))
         self.refine_history_ = {
             "center_shift": hist[:, 0], "inertia": hist[:, 1], "n_empty": hist[:, 2].astype(np.int64),
             "n_samples": hist[:, 3].astype(np.int64),
         }
+        if "chain_cost" in server_state.values:
+            self.refine_chain_ = int(server_state["chain_kept"])
+            self.refine_chain_cost_ = np.asarray(server_state["chain_cost"], dtype=np.float64)
+            self.refine_chain_rounds_ = np.asarray(server_state["chain_rounds"], dtype=np.int64)
 
     def _check_state(self, state, X: np.ndarray) -> ClientState:
         if state is None:
@@ -567,7 +646,10 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         return state
 
     def _check_reply(self, reply, state: ClientState) -> Message:
-        if self._refine_rounds() > 0 and isinstance(reply, _refine().RefineCenters):
+        if self._refine_rounds() > 0 and isinstance(reply, _refine().CENTERS_CLASSES):
+            if not isinstance(reply, self._broadcast_cls(2)):
+                raise MessageError(f"client_assign expected a {self._broadcast_cls(2).__name__} final broadcast, "
+                                   f"got a {type(reply).__name__}")
             if not reply.final:
                 raise MessageError("client_assign got a refinement broadcast that is not final: run client_round "
                                    "on it (the server has not finished)")

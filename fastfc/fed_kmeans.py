@@ -51,6 +51,13 @@ class FedKMeans(BaseFederatedClusterer):
         Stop when the sum over centres of their squared moves is at most ``tol``
         times the mean per-feature variance (in the distance units), as
         scikit-learn's ``KMeans``.
+    n_init : int, default=1
+        Parallel Lloyd chains (as scikit-learn's ``KMeans(n_init=...)``, but run side by
+        side in the same rounds): chain 0 starts from the seeding, chains ``1 .. n_init - 1``
+        from the server's weighted k-means++ on the first round's per-client cluster means
+        (no extra client work); every round each client uploads the statistics of every
+        running chain, and the chain of lowest federated k-means cost is kept (see
+        :mod:`fastfc._refine`). ``1``: a single chain, as before.
     units : {"federated"} or None, default="federated"
         ``"federated"``: distances in the federation's standardised units (per-feature
         weights ``1 / std`` from moments every client uploads once), so the result
@@ -76,6 +83,9 @@ class FedKMeans(BaseFederatedClusterer):
         Per Lloyd round: ``center_shift`` (weighted sum of squared moves),
         ``inertia`` (before the update; NaN in round 1, which starts from the
         seeding's labels), ``n_empty``, ``n_samples``.
+    refine_chain_, refine_chain_cost_, refine_chain_rounds_ : int, ndarray, ndarray
+        With ``n_init > 1``: the kept chain, every chain's federated k-means cost of its
+        final centres (NaN for a chain never evaluated) and the Lloyd updates each chain got.
     bytes_up_, bytes_down_ : ndarray of shape (``n_rounds_``, n_clients)
         Wire bytes each client sent and received in each round.
     global_model_ : Message
@@ -97,6 +107,7 @@ class FedKMeans(BaseFederatedClusterer):
         "init": [StrOptions({"k-means++"}), HasMethods(["client_summarize", "server_aggregate"])],
         "max_rounds": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
         "units": [None, StrOptions({"federated"})],
     }
 
@@ -107,6 +118,7 @@ class FedKMeans(BaseFederatedClusterer):
         init="k-means++",
         max_rounds: int = 100,
         tol: float = 1e-4,
+        n_init: int = 1,
         units: str | None = "federated",
         random_state=None,
         n_jobs: int | None = None,
@@ -115,6 +127,7 @@ class FedKMeans(BaseFederatedClusterer):
         self.init = init
         self.max_rounds = max_rounds
         self.tol = tol
+        self.n_init = n_init
         self.units = units
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -155,6 +168,9 @@ class FedKMeans(BaseFederatedClusterer):
 
     def _refine_rounds(self) -> int:
         return int(self.max_rounds)
+
+    def _refine_n_init(self) -> int:
+        return int(self.n_init)
 
     def _refine_standardize(self) -> bool:
         # with init="k-means++" the seeding model's own feature weights set the units (None: raw)

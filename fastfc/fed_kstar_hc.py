@@ -1439,6 +1439,7 @@ class FedKStarHC(BaseFederatedClusterer):
         stats_source: str = "uploaded",
         refine_rounds: int = 0,
         refine_tol: float = 1e-4,
+        refine_n_init: int = 1,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -1471,6 +1472,7 @@ class FedKStarHC(BaseFederatedClusterer):
         self.random_state = random_state
         self.refine_rounds = refine_rounds
         self.refine_tol = refine_tol
+        self.refine_n_init = refine_n_init
         self.n_jobs = n_jobs
 
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:

@@ -146,6 +146,7 @@ class GOLD(FedHIRE):
         fusion: str = "auto",
         refine_rounds: int = 0,
         refine_tol: float = 1e-4,
+        refine_n_init: int = 1,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -155,6 +156,7 @@ class GOLD(FedHIRE):
             max_passes=max_passes, kmodes_max_iter=kmodes_max_iter,
             semantics=semantics, on_init_failure=on_init_failure, max_retries=max_retries,
             standardize=standardize, fusion=fusion, refine_rounds=refine_rounds, refine_tol=refine_tol,
+            refine_n_init=refine_n_init,
             random_state=random_state, n_jobs=n_jobs,
         )
         self.mcpl_tol = mcpl_tol

@@ -557,6 +557,7 @@ class KFed(BaseFederatedClusterer):
         tol: float = 1e-4,
         refine_rounds: int = 0,
         refine_tol: float = 1e-4,
+        refine_n_init: int = 1,
         random_state=None,
         n_jobs: int | None = None,
     ):
@@ -574,6 +575,7 @@ class KFed(BaseFederatedClusterer):
         self.random_state = random_state
         self.refine_rounds = refine_rounds
         self.refine_tol = refine_tol
+        self.refine_n_init = refine_n_init
         self.n_jobs = n_jobs
 
     def _k_local(self) -> int:

@@ -18,7 +18,7 @@ from fastfc.feca import FeCAModel, FeCAReply, FeCASummary
 from fastfc.fed_hire import FedHIREModel, FedHIREReply, FedHIRESummary
 from fastfc.fed_kstar_hc import FedKStarHCModel, FedKStarHCReply, FedKStarHCSummary
 from fastfc.kfed import KFedModel, KFedReply, KFedSummary
-from fastfc._refine import RefineCenters, RefineStats
+from fastfc._refine import RefineCenters, RefineChainCenters, RefineChainStats, RefineStats
 from fastfc.fedcref import (FedCRefFinal, FedCRefGroupModels, FedCRefModels, FedCRefModelSet, FedCRefProceed,
                             FedCRefScores, FedCRefStatus, FedCRefTrainTask, FedCRefTrainUpdate)
 from fastfc.protocol import _METHOD_MODULES, Message
@@ -79,6 +79,25 @@ def _refine_centers(rng, k, d, m):
     return RefineCenters(centers=_centers(rng, k, d), n_features=d, feature_weight=weight, final=bool(m % 3 == 0))
 
 
+def _chains(rng, m):
+    return np.sort(rng.choice(10, size=1 + m % 3, replace=False))
+
+
+def _refine_chain_stats(rng, k, d, m):
+    chains = _chains(rng, m)
+    rows = chains.size * k
+    return RefineChainStats(chains=chains, counts=rng.integers(0, 9, rows), sums=rng.normal(size=(rows, d)),
+                            inertia=rng.random(rows), n_clusters=k, n_features=d)
+
+
+def _refine_chain_centers(rng, k, d, m):
+    final = m % 3 == 0
+    chains = _chains(rng, 0 if final else m)
+    weight = rng.random(d) if m % 2 else None
+    return RefineChainCenters(chains=chains, centers=_centers(rng, chains.size * k, d), n_clusters=k, n_features=d,
+                              feature_weight=weight, final=final)
+
+
 def _fedcref_models(rng, k, d, m):
     sizes = rng.integers(0, 9, k)
     sizes[0] = max(int(sizes[0]), 1)
@@ -109,6 +128,8 @@ FACTORIES = {
     FedKStarHCReply: _local_to_global(FedKStarHCReply),
     RefineStats: _refine_stats,
     RefineCenters: _refine_centers,
+    RefineChainStats: _refine_chain_stats,
+    RefineChainCenters: _refine_chain_centers,
     FedCRefModels: _fedcref_models,
     FedCRefModelSet: lambda rng, k, d, m: FedCRefModelSet(params=rng.normal(size=(k, d + m)).astype(np.float32),
                                                           owners=rng.integers(0, 5, k), clusters=rng.integers(0, 4, k),

@@ -204,7 +204,9 @@ def drive_rounds(est, X_clients, seed, absent_from=None):
     return {b.client: est.client_assign(X_clients[b.client], states[b.client], b) for b in bcs}, r
 
 
-ROUND_METHODS = [("kfed", {"n_clusters": 4, "refine_rounds": 3}), ("fedkmeans", {"n_clusters": 4, "max_rounds": 5})]
+ROUND_METHODS = [("kfed", {"n_clusters": 4, "refine_rounds": 3}), ("fedkmeans", {"n_clusters": 4, "max_rounds": 5}),
+                 ("kfed", {"n_clusters": 4, "refine_rounds": 3, "refine_n_init": 3}),
+                 ("fedkmeans", {"n_clusters": 4, "max_rounds": 5, "n_init": 3})]
 
 
 def _state_files(tmp_path):

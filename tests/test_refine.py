@@ -226,3 +226,229 @@ def test_server_round_names_the_client_whose_upload_does_not_fit():
                              n_features=u.n_features).addressed(client=1, round=1)
     with pytest.raises(MessageError, match="client 1: its first refinement upload carries no feature moments"):
         est.server_round([out[0], no_moments], sst, round=1, random_state=0)
+
+
+# ------------------------------------------------------------ parallel chains (refine_n_init)
+def _chain_run(est, Xc, seed):
+    """A fit through the public round API with wire round trips: (broadcasts of every round, uploads of every
+    round, labels, rounds)."""
+    ups, states = [], []
+    for i, x in enumerate(Xc):
+        u, s = est.client_round(x, round=0, client_index=i, random_state=seed)
+        ups.append(decode_message(u.to_bytes()))
+        states.append(ClientState.from_bytes(s.to_bytes()))
+    bc, sst, done = est.server_round(ups, round=0, random_state=seed)
+    all_bc, all_up, r = [bc], [ups], 0
+    while not done:
+        r += 1
+        out = [est.client_round(x, states[i], decode_message(bc[i].to_bytes()), round=r, random_state=seed)
+               for i, x in enumerate(Xc)]
+        states = [s for _, s in out]
+        ups = [decode_message(u.to_bytes()) for u, _ in out]
+        bc, sst, done = est.server_round(ups, sst, round=r, random_state=seed)
+        all_bc.append(bc)
+        all_up.append(ups)
+    labels = [est.client_assign(x, states[i], decode_message(bc[i].to_bytes())) for i, x in enumerate(Xc)]
+    return all_bc, all_up, np.concatenate(labels), r
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS + [FedKMeans])
+def test_one_chain_is_the_single_chain_refinement(cls):
+    """refine_n_init=1 (FedKMeans: n_init=1) is today's refinement: the same labels, centres, history and wire
+    bytes as without the parameter, single-chain messages, no chain attributes."""
+    X, _ = _blobs(11)
+    Xc = _split(X, 3, 11)
+    name, rounds = ("n_init", "max_rounds") if cls is FedKMeans else ("refine_n_init", "refine_rounds")
+    a = cls(n_clusters=5, random_state=4, **{rounds: 5}).fit_clients(Xc)
+    b = cls(n_clusters=5, random_state=4, **{rounds: 5, name: 1}).fit_clients(Xc)
+    assert a.get_params()[name] == 1
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    np.testing.assert_array_equal(a.bytes_up_, b.bytes_up_)
+    np.testing.assert_array_equal(a.bytes_down_, b.bytes_down_)
+    for key in a.refine_history_:
+        np.testing.assert_array_equal(a.refine_history_[key], b.refine_history_[key])
+    assert not hasattr(b, "refine_chain_")
+    assert b._upload_cls(2) is RefineStats and b._broadcast_cls(2) is RefineCenters
+
+
+def _lloyd_chain(X, C, w, updates):
+    """Centralised Lloyd from centres C: at most ``updates`` (nearest centre, then means) steps, stopping after
+    a step that moved no centre; returns (centres, labels of the last step, k-means cost of the centres for
+    those labels, steps)."""
+    for step in range(1, updates + 1):
+        labels = _nearest(X, C, w)
+        new = C.copy()
+        for c in range(C.shape[0]):
+            if (labels == c).any():
+                new[c] = X[labels == c].mean(axis=0)
+        moved = not np.array_equal(new, C)
+        C = new
+        if not moved:
+            break
+    diff = (X - C[labels]) * (1.0 if w is None else w)
+    return C, labels, float((diff * diff).sum()), step
+
+
+@pytest.mark.parametrize("n_clients", [1, 4])
+@pytest.mark.parametrize("units", [None, "federated"])
+def test_chains_equal_centralised_lloyd_from_the_same_starts(n_clients, units):
+    """All rows present (on one client or four): every chain is centralised Lloyd on the pooled rows from
+    its start (chain 0: the means of the one-shot clusters, chains 1..: the server's seeding, both read
+    from the round-1 broadcast), its cost is the k-means cost of its final centres for its last labels,
+    and the kept chain is the one of least cost. Bounds: as
+    test_refinement_equals_centralised_lloyd_from_the_same_start (identical labels every step; centres
+    within n * 8 * eps * max|x|); costs to 1e-9 relative (the federated cost is the uploaded inertia less
+    the exact drop of the update, rounded).
+
+    With one client the seeding points are that client's k cluster means, so every seeded chain starts
+    at chain 0's round-1 centres (all chains agree); with four non-IID clients (4 k points) they differ."""
+    X, _ = _blobs(12, n=1500, k=6, spread=2.2)
+    X = X[np.argsort(X[:, 0], kind="stable")]
+    Xc = np.array_split(X, n_clients)  # clients hold slices along feature 0: non-IID, the chains differ
+    R, s = 10, 6
+    est = KFed(n_clusters=6, units=units, refine_rounds=R, refine_n_init=s, refine_tol=0.0, random_state=5)
+    bcs, _, labels, rounds = _chain_run(est, Xc, 5)
+    fitted = KFed(n_clusters=6, units=units, refine_rounds=R, refine_n_init=s, refine_tol=0.0,
+                  random_state=5).fit_clients(Xc)
+    np.testing.assert_array_equal(labels, fitted.labels_)
+    first = bcs[1][0]
+    assert first.chains.tolist() == list(range(s))
+    w = fitted.feature_weight_
+    ref = [_lloyd_chain(X, np.array(first.centers[c * 6:(c + 1) * 6]), w, R - 1) for c in range(s)]
+    costs = np.array([r[2] for r in ref])
+    np.testing.assert_allclose(fitted.refine_chain_cost_, costs, rtol=1e-9)
+    np.testing.assert_array_equal(fitted.refine_chain_rounds_, [1 + ref[0][3]] + [r[3] for r in ref[1:]])
+    kept = fitted.refine_chain_
+    assert costs[kept] <= costs.min() * (1 + 1e-9)
+    if n_clients == 1:
+        np.testing.assert_allclose(costs, costs[0], rtol=1e-9)
+    else:
+        assert len({round(c, 6) for c in costs}) > 1  # the chains do not all end in one optimum here
+    np.testing.assert_array_equal(fitted.labels_, _nearest(X, fitted.cluster_centers_, w))
+    bound = X.shape[0] * 8 * EPS * np.abs(X).max()
+    np.testing.assert_allclose(fitted.cluster_centers_, ref[kept][0], rtol=0, atol=bound)
+    assert rounds == fitted.n_refine_rounds_ == max(1 + ref[0][3], max(r[3] for r in ref[1:]) + 1)
+
+
+@pytest.mark.parametrize("cls", [KFed, FedHIRE, FedKMeans])
+def test_kept_chain_has_least_cost_and_chains_stop_when_converged(cls):
+    X, _ = _blobs(13, n=1500, k=6, spread=2.0)
+    Xc = np.array_split(X[np.argsort(X[:, 1], kind="stable")], 4)  # non-IID clients: the chains differ
+    kw = {"max_rounds": 10, "n_init": 5} if cls is FedKMeans else {"refine_rounds": 10, "refine_n_init": 5}
+    est = cls(n_clusters=6, random_state=3, **kw)
+    bcs, ups, labels, rounds = _chain_run(est, Xc, 3)
+    fitted = cls(n_clusters=6, random_state=3, **kw).fit_clients(Xc)
+    np.testing.assert_array_equal(labels, fitted.labels_)
+    cost = fitted.refine_chain_cost_
+    assert np.isfinite(cost).all()
+    # the least cost; chains within rounding of it (one partition reached twice) tie, the lowest index wins
+    assert fitted.refine_chain_ == int(np.flatnonzero(cost <= cost.min() * (1 + 1e-12))[0])
+    # the kept cost is the cost of the final centres for the last labels: at least their nearest-centre cost
+    w = fitted.feature_weight_
+    diff = (X - fitted.cluster_centers_[_nearest(X, fitted.cluster_centers_, w)]) * (1.0 if w is None else w)
+    assert float((diff * diff).sum()) <= cost[fitted.refine_chain_] * (1 + 1e-12)
+    # chains that converged stop being sent: the broadcast chains only shrink, and the uploads follow them
+    sent = [b[0].chains.tolist() for b in bcs[1:]]
+    assert all(set(later) <= set(earlier) for earlier, later in zip(sent, sent[1:]))
+    assert len(sent[-1]) == 1 and bcs[-1][0].final and sent[-1] == [fitted.refine_chain_]
+    for r in range(2, rounds + 1):
+        for u in ups[r]:
+            assert u.chains.tolist() == sent[r - 2] and u.counts.shape == (len(sent[r - 2]) * 6,)
+    # bytes are the real wire sizes of what crossed
+    for r in range(rounds + 1):
+        assert fitted.bytes_up_[r].tolist() == [u.wire_size for u in ups[r]]
+        assert fitted.bytes_down_[r].tolist() == [b.wire_size for b in bcs[r]]
+    assert fitted.n_refine_rounds_ == rounds
+
+
+@pytest.mark.parametrize("cls", [KFed, FedKMeans])
+def test_chains_are_deterministic_for_any_thread_count(cls):
+    X, _ = _blobs(14, n=1200)
+    Xc = _split(X, 4, 14)
+    kw = {"max_rounds": 6, "n_init": 4} if cls is FedKMeans else {"refine_rounds": 6, "refine_n_init": 4}
+    a = cls(n_clusters=5, random_state=1, n_jobs=1, **kw).fit_clients(Xc)
+    b = cls(n_clusters=5, random_state=1, n_jobs=2, **kw).fit_clients(Xc)
+    c = cls(n_clusters=5, random_state=1, n_jobs=2, **kw).fit_clients(Xc)
+    for other in (b, c):
+        np.testing.assert_array_equal(a.labels_, other.labels_)
+        np.testing.assert_array_equal(a.cluster_centers_, other.cluster_centers_)
+        np.testing.assert_array_equal(a.refine_chain_cost_, other.refine_chain_cost_)
+        np.testing.assert_array_equal(a.bytes_up_, other.bytes_up_)
+
+
+def test_chain_count_is_validated():
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X, _ = _blobs(15, n=200)
+    with pytest.raises(InvalidParameterError, match="refine_n_init"):
+        KFed(n_clusters=3, refine_rounds=2, refine_n_init=0).fit(X)
+    with pytest.raises(InvalidParameterError, match="n_init"):
+        FedKMeans(n_clusters=3, n_init=True).fit(X)
+
+
+def test_malformed_and_tampered_chain_messages_are_rejected():
+    from fastfc._refine import RefineChainCenters, RefineChainStats
+    from fastfc.protocol import MessageError
+
+    k, d = 3, 2
+    good = dict(chains=np.array([0, 2]), counts=np.ones(2 * k, np.int64), sums=np.zeros((2 * k, d)),
+                inertia=np.zeros(2 * k), n_clusters=k, n_features=d)
+    RefineChainStats(**good)
+    with pytest.raises(MessageError, match="strictly increasing"):
+        RefineChainStats(**{**good, "chains": np.array([2, 0])})
+    with pytest.raises(MessageError, match="strictly increasing"):
+        RefineChainStats(**{**good, "chains": np.array([1, 1])})
+    with pytest.raises(MessageError, match="at least one chain"):
+        RefineChainStats(**{**good, "chains": np.zeros(0, np.int64)})
+    with pytest.raises(MessageError, match=r"6 rows do not match 3 chain\(s\) x n_clusters=3"):
+        RefineChainStats(**{**good, "chains": np.array([0, 1, 2])})
+    with pytest.raises(MessageError, match="inertia shape"):
+        RefineChainStats(**{**good, "inertia": np.zeros(0)})
+    with pytest.raises(MessageError, match="values must be >= 0"):
+        RefineChainStats(**{**good, "chains": np.array([-1, 0])})
+    with pytest.raises(MessageError, match="a final broadcast carries one chain"):
+        RefineChainCenters(chains=np.array([0, 1]), centers=np.zeros((2 * k, d)), n_clusters=k, n_features=d,
+                           final=True)
+    # tampered on the wire (digest recomputed): the reader rejects it with the same message
+    from protocol_examples import rewrite_header
+
+    data = RefineChainStats(**good).addressed(client=0, round=2).to_bytes()
+    with pytest.raises(MessageError, match=r"6 rows do not match 2 chain\(s\) x n_clusters=2"):
+        decode_message(rewrite_header(data, lambda h: h["scalars"].update(n_clusters=2)))
+    centers = RefineChainCenters(chains=np.array([4]), centers=np.zeros((k, d)), n_clusters=k, n_features=d,
+                                 final=True).to_bytes()
+    with pytest.raises(MessageError, match=r"3 rows do not match 1 chain\(s\) x n_clusters=1"):
+        decode_message(rewrite_header(centers, lambda h: h["scalars"].update(n_clusters=1)))
+
+
+def test_server_names_the_client_whose_chain_upload_does_not_fit():
+    from fastfc._refine import RefineChainStats
+    from fastfc.protocol import MessageError
+
+    X, _ = _blobs(16, n=600)
+    Xc = _split(X, 2, 16)
+    est = KFed(n_clusters=3, refine_rounds=4, refine_n_init=3, random_state=0)
+    ups, states = zip(*[est.client_round(x, round=0, client_index=i, random_state=0) for i, x in enumerate(Xc)])
+    bc, sst, _ = est.server_round(list(ups), round=0, random_state=0)
+    out = [est.client_round(x, states[i], bc[i], round=1, random_state=0) for i, x in enumerate(Xc)]
+    bc1, sst1, done = est.server_round([u for u, _ in out], sst, round=1, random_state=0)
+    assert not done and bc1[0].chains.tolist() == [0, 1, 2]
+    with pytest.raises(MessageError, match="expects a RefineChainCenters broadcast, got RefineCenters"):
+        plain = RefineCenters(centers=bc1[0].centers[:3], n_features=bc1[0].n_features).addressed(client=0, round=1)
+        est.client_round(Xc[0], out[0][1], plain, round=2, random_state=0)
+    out2 = [est.client_round(x, out[i][1], bc1[i], round=2, random_state=0)[0] for i, x in enumerate(Xc)]
+    u = out2[1]
+    fewer = RefineChainStats(chains=u.chains[:2], counts=u.counts[:6], sums=u.sums[:6], inertia=u.inertia[:6],
+                             n_clusters=3, n_features=u.n_features).addressed(client=1, round=2)
+    with pytest.raises(MessageError, match=r"client 1: its round-2 chain upload is for chains \[0, 1\], the server "
+                                           r"broadcast chains \[0, 1, 2\]"):
+        est.server_round([out2[0], fewer], sst1, round=2, random_state=0)
+    other_k = RefineChainStats(chains=u.chains, counts=np.zeros(6, np.int64), sums=np.zeros((6, u.n_features)),
+                               inertia=np.zeros(6), n_clusters=2, n_features=u.n_features).addressed(client=1, round=2)
+    with pytest.raises(MessageError, match="client 1: its round-2 chain upload has 2 clusters x 4 features per chain"):
+        est.server_round([out2[0], other_k], sst1, round=2, random_state=0)
+    single = RefineStats(counts=u.counts[:3], sums=u.sums[:3], inertia=u.inertia[:3],
+                         feature_stats=np.zeros((0, u.n_features)), n_features=u.n_features).addressed(client=1, round=2)
+    with pytest.raises(MessageError, match="upload 1 of round 2 is a RefineStats, expected RefineChainStats"):
+        est.server_round([out2[0], single], sst1, round=2, random_state=0)
