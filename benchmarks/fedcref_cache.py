@@ -15,7 +15,7 @@ Configurations:
   and plateau_window = 5 so that the run goes on after the first clients freeze (the case the
   cache is for).
 - ``fmnist``: Fashion-MNIST with the paper's simulation (``--clients``, ``--per-class``, K_i in
-  [2, 5]), dirty-uniform d = 0.3, the paper's AE (100, 64, 32, 64, 100), theta = 0.15,
+  [2, 5]), dirty-uniform d = ``--dirtiness``, the paper's AE (100, 64, 32, 64, 100), theta = 0.15,
   ``--epochs`` local epochs, ``--fl-rounds`` FedAvg rounds.
 
 Usage::
@@ -62,7 +62,7 @@ def _fmnist(seed: int, args):
     X, y = load_fashion_mnist(args.data)
     idx, sets = simulate_fedcref_clients(y, args.clients, samples_per_class=args.per_class, random_state=seed)
     rng = np.random.default_rng(1000 + seed)
-    init = [dirty_labels(y[i], 0.3, rng, s) for i, s in zip(idx, sets)]
+    init = [dirty_labels(y[i], args.dirtiness, rng, s) for i, s in zip(idx, sets)]
     params = dict(local_epochs=args.epochs, fl_rounds=args.fl_rounds, max_iter=args.max_iter, theta=0.15)
     return [X[i] for i in idx], init, params
 
@@ -97,7 +97,8 @@ def run(args) -> int:
         for cache in (False, True):
             e = fits[cache]
             ev, ph = e.error_evals_, e.phase_seconds_
-            print(f"| {name} ({len(Xc)} clients, {sum(len(x) for x in Xc)} rows) | {'on' if cache else 'off'} | "
+            label = name if name == "digits" else f"fmnist d={args.dirtiness}"
+        print(f"| {label} ({len(Xc)} clients, {sum(len(x) for x in Xc)} rows) | {'on' if cache else 'off'} | "
                   f"{'yes' if same else 'NO'} | {e.n_iter_} | {e.history_['n_frozen'][-1]} | "
                   f"{ev['cross_eval_computed'] / 1e6:.3f} / {ev['cross_eval_reused'] / 1e6:.3f} | "
                   f"{ev['refine_computed'] / 1e6:.3f} / {ev['refine_reused'] / 1e6:.3f} | {ph['association']:.2f} | "
@@ -125,6 +126,7 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--fl-rounds", type=int, default=3)
     ap.add_argument("--max-iter", type=int, default=8)
+    ap.add_argument("--dirtiness", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-jobs", type=int, default=1)
     return run_with_out(ap, argv, run)
