@@ -412,22 +412,23 @@ class FedCRef(BaseFederatedClusterer):
 
     Parameters
     ----------
-    n_local_clusters : int, list of int or None, default=None
-        K_i, the clusters of each client (one int for all, or one per client). None: from
-        ``init_labels`` (``max + 1`` per client).
-    init_labels : list of array-like or None, default=None
+    n_local_clusters : int, list of int, dict of int to int or None, default=None
+        K_i, the clusters of each client (one int for all, one per client, or a mapping client
+        index -> K_i). None: from ``init_labels`` (``max + 1`` per client).
+    init_labels : list of array-like, dict of int to array-like or None, default=None
         Initial local labels of each client (values in ``0..K_i-1``), e.g. the paper's
-        dirty-uniform simulation (:func:`fastfc.datasets.dirty_labels`). None: k-means
-        (k-means++, 10 starts) on each client's rows.
+        dirty-uniform simulation (:func:`fastfc.datasets.dirty_labels`); a list (client order)
+        or a mapping client index -> labels. None: k-means (k-means++, 10 starts) on each
+        client's rows.
 
-        Deployments: ``n_local_clusters`` and ``init_labels`` are estimator parameters, so over
-        :mod:`fastfc.flower` they are part of the run's task parameters (JSON lists), which
-        every node receives; each client reads only its own entry (its ``client_index``). A
-        list ``n_local_clusters`` thus shows every client's K_i to all nodes, and a list
-        ``init_labels`` sends every client's initial labels to every node -- fine for
-        simulations, not for private data. A deployment uses ``init_labels=None`` (each client
-        clusters its own rows with k-means) and one int ``n_local_clusters``; there is no
-        per-node configuration route for per-client values yet.
+        Deployments: as run parameters over :mod:`fastfc.flower`, lists reach every node (each
+        client reads only its own entry), so every node would see every client's K_i and
+        initial labels -- fine for simulations, not for private data. The per-node route keeps
+        them local: a SuperNode's node config ``init-labels-path`` (a ``.npy`` of its rows'
+        labels) and ``n-local-clusters`` (its K_i) are set by
+        :class:`fastfc.flower.ClientWorker` as ``{client_index: value}`` on that client only;
+        the run parameters then leave these two unset (or an int ``n_local_clusters`` as a
+        default for nodes that give none).
     alpha : float, default=75
         Percentile of the association test, in [0, 100].
     theta : float, default=0.2
@@ -519,8 +520,8 @@ class FedCRef(BaseFederatedClusterer):
     """
 
     _parameter_constraints: dict = {
-        "n_local_clusters": [None, Interval(Integral, 1, None, closed="left"), list, tuple],
-        "init_labels": [None, list, tuple],
+        "n_local_clusters": [None, Interval(Integral, 1, None, closed="left"), list, tuple, dict],
+        "init_labels": [None, list, tuple, dict],
         "alpha": [Interval(Real, 0, 100, closed="both")],
         "theta": [Interval(Real, 0, None, closed="left")],
         "tau": [Interval(Real, 0, 1, closed="both")],
@@ -547,6 +548,8 @@ class FedCRef(BaseFederatedClusterer):
     }
     _summary_cls = FedCRefModels
     _reply_cls = FedCRefModelSet
+    #: parameters a node may set for itself only ({client_index: value}), see fastfc.flower.ClientWorker
+    _per_client_params = ("init_labels", "n_local_clusters")
 
     def __init__(self, n_local_clusters=None, *, init_labels=None, alpha: float = 75.0, theta: float = 0.2,
                  tau: float = 0.8, match_policy: str = "best", max_iter: int = 30, local_epochs: int = 20,
@@ -624,7 +627,11 @@ class FedCRef(BaseFederatedClusterer):
         """(K_i, initial labels or None) of client ``index``."""
         init = None
         if self.init_labels is not None:
-            if index >= len(self.init_labels):
+            if isinstance(self.init_labels, dict):
+                if index not in self.init_labels:
+                    raise ValueError(f"init_labels has entries for clients {sorted(self.init_labels)}, none for "
+                                     f"client {index}")
+            elif index >= len(self.init_labels):
                 raise ValueError(f"init_labels has {len(self.init_labels)} entries, no entry for client {index}")
             init = np.asarray(self.init_labels[index])
             if init.ndim != 1 or init.shape[0] != n_rows:
@@ -637,8 +644,10 @@ class FedCRef(BaseFederatedClusterer):
             if init is None:
                 raise ValueError("FedCRef needs n_local_clusters (K_i) or init_labels")
             k = int(init.max()) + 1 if init.size else 1
-        elif isinstance(nk, (list, tuple)):
-            if index >= len(nk):
+        elif isinstance(nk, (list, tuple, dict)):
+            if isinstance(nk, dict) and index not in nk:
+                raise ValueError(f"n_local_clusters has entries for clients {sorted(nk)}, none for client {index}")
+            if not isinstance(nk, dict) and index >= len(nk):
                 raise ValueError(f"n_local_clusters has {len(nk)} entries, no entry for client {index}")
             k = nk[index]
             if not isinstance(k, (Integral, np.integer)) or isinstance(k, bool) or k < 1:
