@@ -82,10 +82,10 @@ def run(args) -> int:
     print("Errors = model x row reconstruction errors over the whole run, summed over clients; "
           "'cached' ones were copied from the client's cache instead of computed. Times are the "
           f"protocol phases' wall time (n_jobs = {args.n_jobs}, shared machine: noisy).\n")
-    print("| config | cache | same bits as no cache | iterations | frozen (last it.) | cross-eval errors computed / "
-          "cached (M) | refine errors computed / cached (M) | association (s) | refinement (s) | total (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.configs.split(","):
+        print("| config | cache | same bits as no cache | iterations | frozen (last it.) | cross-eval errors computed "
+              "/ cached (M) | refine errors computed / cached (M) | association (s) | refinement (s) | total (s) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         Xc, init, params = _digits(args.seed) if name == "digits" else _fmnist(args.seed, args)
         fits = {}
         for cache in (False, True):
@@ -98,7 +98,7 @@ def run(args) -> int:
             e = fits[cache]
             ev, ph = e.error_evals_, e.phase_seconds_
             label = name if name == "digits" else f"fmnist d={args.dirtiness}"
-        print(f"| {label} ({len(Xc)} clients, {sum(len(x) for x in Xc)} rows) | {'on' if cache else 'off'} | "
+            print(f"| {label} ({len(Xc)} clients, {sum(len(x) for x in Xc)} rows) | {'on' if cache else 'off'} | "
                   f"{'yes' if same else 'NO'} | {e.n_iter_} | {e.history_['n_frozen'][-1]} | "
                   f"{ev['cross_eval_computed'] / 1e6:.3f} / {ev['cross_eval_reused'] / 1e6:.3f} | "
                   f"{ev['refine_computed'] / 1e6:.3f} / {ev['refine_reused'] / 1e6:.3f} | {ph['association']:.2f} | "
