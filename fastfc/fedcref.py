@@ -124,21 +124,27 @@ class FedCRefModelSet(FedCRefBroadcast):
     params : ndarray of shape (n_models, n_params), float32
     owners, clusters : ndarray of shape (n_models,), int
         Client and local cluster of each model.
+    versions : ndarray of shape (n_models,), int
+        Iteration in which the owner trained the model (>= 1): a model with the same (owner,
+        cluster, version) as one a client evaluated before has the same parameters (a frozen
+        client's), so the client reuses its errors (``cache_errors``).
     n_features : int
     """
 
     METHOD = "fedcref"
     KIND = "model_set"
     ARRAYS = {"params": ArraySpec("f", 2), "owners": ArraySpec("i", 1, min_value=0),
-              "clusters": ArraySpec("i", 1, min_value=0)}
+              "clusters": ArraySpec("i", 1, min_value=0), "versions": ArraySpec("i", 1, min_value=1)}
     params: np.ndarray
     owners: np.ndarray
     clusters: np.ndarray
+    versions: np.ndarray
     n_features: int
 
     def _check_consistency(self) -> None:
         _check_rows(self, "owners", self.params.shape[0], "one per model")
         _check_rows(self, "clusters", self.params.shape[0], "one per model")
+        _check_rows(self, "versions", self.params.shape[0], "one per model")
 
 
 @dataclass(frozen=True, eq=False)
@@ -347,23 +353,12 @@ def _errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads: int) 
     return E
 
 
-def _digests(models: np.ndarray) -> np.ndarray:
-    """128-bit BLAKE2b digest of each model's parameter bytes: ``(n_models, 16)`` uint8."""
-    import hashlib
-
-    models = np.ascontiguousarray(models, dtype=np.float32)
-    out = np.empty((models.shape[0], 16), dtype=np.uint8)
-    for m in range(models.shape[0]):
-        out[m] = np.frombuffer(hashlib.blake2b(models[m].tobytes(), digest_size=16).digest(), dtype=np.uint8)
-    return out
-
-
-def _cached_errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads: int,
-                   keys: np.ndarray | None, table: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
+def _cached_errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads: int, keys: np.ndarray,
+                   cached_keys: np.ndarray | None, table: np.ndarray | None) -> tuple[np.ndarray, int]:
     """Error table of ``models`` on ``X`` reusing the columns of models already evaluated on ``X``.
 
     A per-sample error depends on the model's parameters and the row only (spec §4.2, cache), so
-    the column of a model whose parameter bytes were evaluated before (same digest) is copied from
+    the column of a model whose key (owner, cluster, version) was evaluated before is copied from
     ``table``; only the others are computed (:func:`_errors` gives each model the same bits
     whatever else is in the batch).
 
@@ -374,30 +369,30 @@ def _cached_errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads
     X : ndarray of shape (n_rows, n_features), float32
         The same rows ``table`` was computed on.
     n_threads : int
-    keys : ndarray of shape (n_cached, 16), uint8, or None
-        Digests of the cached models (None: no cache).
+    keys : ndarray of shape (n_models, 3), int
+        (owner, cluster, version) of each model; a row with a negative version is never cached.
+    cached_keys : ndarray of shape (n_cached, 3), int, or None
+        Keys of the cached columns (None: no cache).
     table : ndarray of shape (n_rows, n_cached), float32, or None
 
     Returns
     -------
     E : ndarray of shape (n_rows, n_models), float32
-    digests : ndarray of shape (n_models, 16), uint8
     n_reused : int
         Models whose column came from the cache.
     """
-    dig = _digests(models)
     E = np.empty((X.shape[0], models.shape[0]), dtype=np.float32)
     hit = np.full(models.shape[0], -1, np.int64)
-    if keys is not None and table is not None and keys.shape[0] and table.shape[0] == X.shape[0]:
-        where = {k.tobytes(): t for t, k in enumerate(keys)}
-        hit = np.array([where.get(k.tobytes(), -1) for k in dig], dtype=np.int64)
+    if cached_keys is not None and table is not None and cached_keys.shape[0] and table.shape[0] == X.shape[0]:
+        where = {tuple(k): t for t, k in enumerate(cached_keys.tolist()) if k[2] >= 1}
+        hit = np.array([where.get(tuple(k), -1) for k in np.asarray(keys).tolist()], dtype=np.int64)
     reuse = hit >= 0
     if reuse.any():
         E[:, reuse] = table[:, hit[reuse]]
     miss = np.flatnonzero(~reuse)
     if miss.size:
         E[:, miss] = _errors(models[miss], lay, X, n_threads)
-    return E, dig, int(reuse.sum())
+    return E, int(reuse.sum())
 
 
 def _cluster_index(labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -465,9 +460,11 @@ class FedCRef(BaseFederatedClusterer):
     max_group_size : int or None, default=None
         Cap on FedAvg members per group (the first in (client, cluster) order).
     cache_errors : bool, default=True
-        Reuse per-(model, sample) reconstruction errors of models whose parameters did not change
-        since a client last evaluated them (the models of frozen clients in cross-evaluation, and
-        a client's own models, just cross-evaluated, in its refinement; spec §4.2). Labels,
+        Reuse per-(model, sample) reconstruction errors of models that did not change since a
+        client last evaluated them (the models of frozen clients in cross-evaluation, and a
+        client's own models, just cross-evaluated, in its refinement; spec §4.2). A model is named
+        by (owner, cluster, version), the version being the iteration its owner trained it in
+        (the model set carries it; a client keeps the version of its own models). Labels,
         groups and history are the same bits either way (a model's error column does not depend
         on the other models of the batch); only the work differs (:attr:`error_evals_`).
     oracle_labels : list of array-like or None, default=None
@@ -711,16 +708,16 @@ class FedCRef(BaseFederatedClusterer):
             models[q] = w
         return models, present
 
-    def _cached_errors(self, models, lay, X32, n_threads, values: dict, counter: str) -> np.ndarray:
+    def _cached_errors(self, models, keys, lay, X32, n_threads, values: dict, counter: str) -> np.ndarray:
         """Error table of ``models`` on the client's rows, through the client's cache when
         ``cache_errors``; counts computed / reused columns (x rows) in ``values``. The cross-evaluation
         (``counter="ce"``) replaces the cache with its table; the refinement only reads it."""
         n = X32.shape[0]
         if self.cache_errors:
-            E, dig, n_reused = _cached_errors(models, lay, X32, n_threads, np.asarray(values["ce_keys"]),
-                                              np.asarray(values["ce_table"]))
+            E, n_reused = _cached_errors(models, lay, X32, n_threads, keys, np.asarray(values["ce_keys"]),
+                                         np.asarray(values["ce_table"]))
             if counter == "ce":
-                values["ce_keys"], values["ce_table"] = dig, E
+                values["ce_keys"], values["ce_table"] = np.asarray(keys, np.int64), E
         else:
             E, n_reused = _errors(models, lay, X32, n_threads), 0
         values[f"{counter}_computed"] = int(values[f"{counter}_computed"]) + n * (models.shape[0] - n_reused)
@@ -750,7 +747,7 @@ class FedCRef(BaseFederatedClusterer):
             "sel_local": np.arange(k, dtype=np.int64), "sel_group": np.full(k, -1, np.int64),
             "fl_m": np.zeros((0, models.shape[1]), np.float32), "fl_v": np.zeros((0, models.shape[1]), np.float32),
             "fl_step": np.zeros(0, np.int64),
-            "ce_keys": np.zeros((0, 16), np.uint8), "ce_table": np.zeros((X.shape[0], 0), np.float32),
+            "ce_keys": np.zeros((0, 3), np.int64), "models_version": 1, "ce_table": np.zeros((X.shape[0], 0), np.float32),
             "ce_computed": 0, "ce_reused": 0, "rf_computed": 0, "rf_reused": 0,
         }
         state = ClientState(method=self._state_method(), client=index, n_samples=X.shape[0],
@@ -778,7 +775,8 @@ class FedCRef(BaseFederatedClusterer):
                 values["assoc_labels"] = labels.copy()
                 scores = np.ones((k, broadcast.params.shape[0]), dtype=np.float64)
                 return FedCRefScores(scores=scores, oracle_classes=cls, n_features=d), values
-            E = self._cached_errors(broadcast.params, lay, X32, n_threads, values, "ce")
+            keys = np.stack([broadcast.owners, broadcast.clusters, broadcast.versions], axis=1)
+            E = self._cached_errors(broadcast.params, keys, lay, X32, n_threads, values, "ce")
             own = np.full(k, -1, np.int64)
             mine = np.flatnonzero(broadcast.owners == state.client)
             own[broadcast.clusters[mine]] = mine
@@ -829,7 +827,12 @@ class FedCRef(BaseFederatedClusterer):
                 has = np.flatnonzero(values["has_model"])
                 cands = np.vstack([np.asarray(values["models"])[has], broadcast.params]) if broadcast.params.size \
                     else np.asarray(values["models"])[has]
-                E = self._cached_errors(cands, lay, X32, n_threads, values, "rf")
+                keys = np.zeros((cands.shape[0], 3), np.int64)  # own models: (this client, cluster, version)
+                keys[:, 0] = state.client
+                keys[:has.size, 1] = has
+                keys[:has.size, 2] = int(values["models_version"])
+                keys[has.size:, 2] = -1  # the group models are new every iteration: never cached
+                E = self._cached_errors(cands, keys, lay, X32, n_threads, values, "rf")
                 new = np.empty(X.shape[0], np.int64)
                 sel = np.empty(k, np.int64)
                 cluster_refine(E, k, new, sel)
@@ -847,7 +850,7 @@ class FedCRef(BaseFederatedClusterer):
             if values["frozen"]:
                 return self._models_upload(X, labels, k, values["models"], values["has_model"], False), values
             models, has_model = self._train_local(X32, labels, k, rng, n_threads)
-            values.update(models=models, has_model=has_model)
+            values.update(models=models, has_model=has_model, models_version=int(broadcast.iteration))
             return self._models_upload(X, labels, k, models, has_model, True), values
         raise MessageError(f"FedCRef clients do not handle a {type(broadcast).__name__}")  # pragma: no cover
 
@@ -862,7 +865,7 @@ class FedCRef(BaseFederatedClusterer):
         cache = {}
         for s in summaries:
             cache[s.client if s.client is not None else len(cache)] = (np.asarray(s.params), np.asarray(s.clusters),
-                                                                     np.asarray(s.sizes))
+                                                                     np.asarray(s.sizes), 1)
         model_set = self._model_set(cache, summaries[0].n_features)
         return model_set, [model_set] * len(summaries)
 
@@ -872,11 +875,13 @@ class FedCRef(BaseFederatedClusterer):
         params = np.concatenate([cache[c][0] for c in clients], axis=0)
         owners = np.concatenate([np.full(cache[c][0].shape[0], c, np.int64) for c in clients])
         clusters = np.concatenate([cache[c][1] for c in clients])
-        return FedCRefModelSet(params=params, owners=owners, clusters=clusters, n_features=n_features)
+        versions = np.concatenate([np.full(cache[c][0].shape[0], cache[c][3], np.int64) for c in clients])
+        return FedCRefModelSet(params=params, owners=owners, clusters=clusters, versions=versions,
+                               n_features=n_features)
 
     def _run_server_start(self, model, replies, summaries, entropy, restart, n_threads):
         broadcasts, state, done = super()._run_server_start(model, replies, summaries, entropy, restart, n_threads)
-        cache = {s.client: (np.asarray(s.params), np.asarray(s.clusters), np.asarray(s.sizes)) for s in summaries}
+        cache = {s.client: (np.asarray(s.params), np.asarray(s.clusters), np.asarray(s.sizes), 1) for s in summaries}
         n_clusters = sum(int(s.sizes.shape[0]) for s in summaries)
         values = {
             "replies": [], "clients": [s.client for s in summaries], "cache": cache, "model_set": model,
@@ -1031,7 +1036,8 @@ class FedCRef(BaseFederatedClusterer):
             cache = dict(values["cache"])
             for u in uploads:
                 if u.changed:
-                    cache[u.client] = (np.asarray(u.params), np.asarray(u.clusters), np.asarray(u.sizes))
+                    cache[u.client] = (np.asarray(u.params), np.asarray(u.clusters), np.asarray(u.sizes),
+                                       int(values["iteration"]))
                 elif u.client not in cache:
                     raise MessageError(f"client {u.client} says its models are unchanged, but none are known")
             values["cache"] = cache

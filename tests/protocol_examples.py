@@ -112,7 +112,7 @@ FACTORIES = {
     FedCRefModels: _fedcref_models,
     FedCRefModelSet: lambda rng, k, d, m: FedCRefModelSet(params=rng.normal(size=(k, d + m)).astype(np.float32),
                                                           owners=rng.integers(0, 5, k), clusters=rng.integers(0, 4, k),
-                                                          n_features=d),
+                                                          versions=rng.integers(1, 4, k), n_features=d),
     FedCRefScores: lambda rng, k, d, m: FedCRefScores(scores=rng.random((k, m)), oracle_classes=np.zeros(0, np.int64),
                                                       n_features=d),
     FedCRefTrainTask: _fedcref_task,

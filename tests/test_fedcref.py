@@ -150,7 +150,8 @@ def _graph(scores, sizes, policy="best", theta=0.2, min_size=1):
     """Run the server's association on hand-made scores; every cluster of every client has a model."""
     owners = np.concatenate([np.full(len(s), c) for c, s in enumerate(sizes)])
     clusters = np.concatenate([np.arange(len(s)) for s in sizes])
-    ms = FedCRefModelSet(params=np.zeros((owners.size, 1), np.float32), owners=owners, clusters=clusters, n_features=1)
+    ms = FedCRefModelSet(params=np.zeros((owners.size, 1), np.float32), owners=owners, clusters=clusters,
+                         versions=np.ones(owners.size, np.int64), n_features=1)
     cache = {c: (None, np.arange(len(s)), np.asarray(s)) for c, s in enumerate(sizes)}
     ups = [SimpleNamespace(client=c, scores=np.asarray(s, float)) for c, s in enumerate(scores)]
     est = FedCRef(match_policy=policy, theta=theta, min_assoc_size=min_size)
@@ -331,17 +332,20 @@ def test_cached_error_columns_equal_fresh_ones():
     lay = _ae.layout(20, (8, 4, 8))
     X = rng.random((300, 20), dtype=np.float32)
     models = np.stack([_ae.glorot_init(lay, rng) for _ in range(7)])
-    E_all, keys, n0 = _cached_errors(models[:5], lay, X, 1, None, None)
-    assert n0 == 0 and keys.shape == (5, 16)
-    mixed = models[[6, 2, 0, 5, 4]]  # two cached, three new
-    E, dig, n_reused = _cached_errors(mixed, lay, X, 2, keys, E_all)
+    keys = np.array([[m // 3, m % 3, 1] for m in range(7)], np.int64)  # (owner, cluster, version)
+    E_all, n0 = _cached_errors(models[:5], lay, X, 1, keys[:5], None, None)
+    assert n0 == 0
+    pick = [6, 2, 0, 5, 4]  # three cached, two new
+    E, n_reused = _cached_errors(models[pick], lay, X, 2, keys[pick], keys[:5], E_all)
     assert n_reused == 3
-    fresh = _errors(mixed, lay, X, 1)
-    assert E.tobytes() == fresh.tobytes()
-    # a changed parameter is a different model, even by one bit
-    tweaked = models[:1].copy()
-    tweaked[0, 0] = np.nextafter(tweaked[0, 0], np.float32(np.inf))
-    assert _cached_errors(tweaked, lay, X, 1, keys, E_all)[2] == 0
+    assert E.tobytes() == _errors(models[pick], lay, X, 1).tobytes()
+    # a new version of a cached (owner, cluster) is a new model; negative versions are never cached
+    newer = keys[:2].copy()
+    newer[:, 2] = 2
+    assert _cached_errors(models[:2], lay, X, 1, newer, keys[:5], E_all)[1] == 0
+    uncached = keys[:2].copy()
+    uncached[:, 2] = -1
+    assert _cached_errors(models[:2], lay, X, 1, uncached, uncached, E_all[:, :2])[1] == 0
 
 
 def test_perfect_association_baseline_links_by_true_class():

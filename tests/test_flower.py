@@ -258,7 +258,7 @@ def test_fedcref_over_real_supernodes_equals_fit_clients(tmp_path):
 
     X_clients, init = _fedcref_digits_clients(per_class=30)
     ks = [2, 3, 2]
-    params = {"hidden_layer_sizes": [16, 8, 16], "local_epochs": 20, "fl_rounds": 2, "fl_epochs": 3,
+    params = {"hidden_layer_sizes": [16, 8, 16], "local_epochs": 20, "fl_rounds": 1, "fl_epochs": 3,
               "fl_first_epochs": 2, "max_iter": 2, "theta": 0.35, "learning_rate": 5e-3}
     ref = make_estimator("fedcref", random_state=4, init_labels=init, n_local_clusters=ks, **params)
     ref.fit_clients(X_clients)
