@@ -11,7 +11,13 @@ Reported per run: ACC init / end (mean over clients of the Hungarian ACC of the 
 |G| against the ideal (classes held by >= 2 clients), wrong associations (% of the last graph's
 edges joining clusters matched to different classes), isolated clusters start -> end, iterations,
 wall time and the share of each phase (local training, association = cross-evaluation + scores,
-FedAvg, refinement). The perfect-association baseline is not implemented.
+FedAvg, refinement), and the reconstruction errors computed / served by the cross-evaluation cache.
+
+``--associations perfect`` runs the paper's perfect-association baseline instead (experiments
+only: the association graph links two clusters iff their Hungarian-matched true classes are equal,
+:func:`fastfc.fedcref.fedcref_perfect_baseline`; everything else unchanged); the table's
+"associations" column says which rows are which, and the means table puts the baseline's ACC end
+next to the paper's "ACC end (perfect associations)" column of Table 6.
 
 Usage::
 
@@ -31,6 +37,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import run_with_out  # noqa: E402
 
+#: Table 6, Fashion-MNIST rows: dirtiness -> ACC end with perfect associations
+PAPER_PERFECT = {0.0: "0.864 (±0.0026)", 0.3: "0.828 (±0.0021)", 0.5: "0.808 (±0.003)"}
 #: Tables 5 and 6, Fashion-MNIST rows: dirtiness -> (ACC init, ACC end, |G|, wrong %, isolated start, end)
 PAPER = {
     0.0: ("1.0", "0.869 (±0.015)", "8.2 (±1.04)", "5.2 (±2.3)", "87.2 (±3.7)", "5.8 (±2.2)"),
@@ -39,7 +47,7 @@ PAPER = {
 }
 
 
-def one_run(X, y, d, seed, args):
+def one_run(X, y, d, seed, args, assoc="learned"):
     from fastfc.datasets import dirty_labels, simulate_fedcref_clients
     from fastfc.fedcref import FedCRef, fedcref_scores
 
@@ -48,14 +56,16 @@ def one_run(X, y, d, seed, args):
     Xc = [X[i] for i in idx]
     yc = [y[i] for i in idx]
     init = [dirty_labels(yy, d, rng, s) for yy, s in zip(yc, sets)]
-    est = FedCRef(init_labels=init, theta=args.theta, local_epochs=args.epochs, fl_rounds=args.fl_rounds,
+    oracle = yc if assoc == "perfect" else None  # perfect-association baseline: experiments only
+    est = FedCRef(init_labels=init, oracle_labels=oracle, theta=args.theta, local_epochs=args.epochs, fl_rounds=args.fl_rounds,
                   max_iter=args.max_iter, match_policy=args.match_policy, random_state=seed, n_jobs=args.n_jobs)
     t0 = time.perf_counter()
     est.fit_clients(Xc)
     secs = time.perf_counter() - t0
     sc = fedcref_scores(est, yc)
     sc.update(seconds=secs, iterations=est.n_iter_, isolated_start=int(sum(est.n_local_clusters_)),
-              phases=dict(est.phase_seconds_), mb_up=est.bytes_up_.sum() / 1e6, mb_down=est.bytes_down_.sum() / 1e6)
+              phases=dict(est.phase_seconds_), mb_up=est.bytes_up_.sum() / 1e6, mb_down=est.bytes_down_.sum() / 1e6,
+              evals=dict(est.error_evals_))
     return sc
 
 
@@ -64,39 +74,50 @@ def run(args) -> int:
 
     X, y = load_fashion_mnist(args.data)
     dirt = [float(v) for v in args.dirtiness.split(",")]
+    modes = [v.strip() for v in args.associations.split(",")]
+    if not modes or any(m not in ("learned", "perfect") for m in modes):
+        raise SystemExit(f"--associations takes learned and/or perfect, got {args.associations!r}")
     print("# FedCRef on Fashion-MNIST, dirty-uniform init\n")
     print(f"Setting: {args.clients} clients, {args.per_class} rows per class, theta = {args.theta}, "
           f"{args.epochs} local epochs, {args.fl_rounds} FedAvg rounds (2 then 7 local epochs), "
           f"max_iter = {args.max_iter}, match_policy = {args.match_policy}, {args.runs} run(s) per dirtiness, "
           f"n_jobs = {args.n_jobs}. "
           "Paper: 25 clients, 500 rows per class, 30 local epochs, 15 FedAvg rounds, 5 runs.\n")
-    print("| dirtiness | run | ACC init | ACC end | \\|G\\| / ideal | wrong ass. (%) | isolated start → end | "
-          "iterations | time (s) | local / assoc / FedAvg / refine (% of time) | MB up / down |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("Associations: `learned` = FedCRef; `perfect` = the perfect-association baseline (oracle graph from "
+          "the true classes, experiments only).\n")
+    print("| dirtiness | associations | run | ACC init | ACC end | \\|G\\| / ideal | wrong ass. (%) | "
+          "isolated start → end | iterations | time (s) | local / assoc / FedAvg / refine (% of time) | MB up / down | "
+          "cross-eval errors computed / cached (M) | refine errors computed / cached (M) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for d in dirt:
-        for r in range(args.runs):
-            sc = one_run(X, y, d, r, args)
-            summary.setdefault(d, []).append(sc)
+        for mode, r in [(m, r) for m in modes for r in range(args.runs)]:
+            sc = one_run(X, y, d, r, args, mode)
+            summary.setdefault((d, mode), []).append(sc)
             ph = sc["phases"]
             tot = sum(ph.values()) or 1.0
             shares = " / ".join(f"{100 * ph[k] / tot:.0f}" for k in ("local_training", "association", "fedavg",
                                                                        "refinement"))
             wrong = "n/a" if np.isnan(sc["wrong_association_rate"]) else f"{100 * sc['wrong_association_rate']:.1f}"
-            print(f"| {d} | {r} | {sc['acc_init']:.3f} | {sc['acc_end']:.3f} | {sc['n_groups']} / "
+            ev = sc["evals"]
+            print(f"| {d} | {mode} | {r} | {sc['acc_init']:.3f} | {sc['acc_end']:.3f} | {sc['n_groups']} / "
                   f"{sc['ideal_groups']} | {wrong} | {sc['isolated_start']} → {sc['n_isolated']} | "
-                  f"{sc['iterations']} | {sc['seconds']:.0f} | {shares} | {sc['mb_up']:.0f} / {sc['mb_down']:.0f} |",
+                  f"{sc['iterations']} | {sc['seconds']:.0f} | {shares} | {sc['mb_up']:.0f} / {sc['mb_down']:.0f} | "
+                  f"{ev['cross_eval_computed'] / 1e6:.2f} / {ev['cross_eval_reused'] / 1e6:.2f} | "
+                  f"{ev['refine_computed'] / 1e6:.2f} / {ev['refine_reused'] / 1e6:.2f} |",
                   flush=True)
     print("\n## Means next to the paper (Tables 5 and 6, Fashion-MNIST)\n")
-    print("| dirtiness | ACC init (ours / paper) | ACC end (ours / paper) | \\|G\\| (ours / paper, of 10) | "
+    print("| dirtiness | associations | ACC init (ours / paper) | ACC end (ours / paper) | \\|G\\| (ours / paper, of 10) | "
           "wrong ass. % (ours / paper) | isolated start → end (ours / paper) |")
-    print("|---|---|---|---|---|---|")
-    for d, runs in summary.items():
+    print("|---|---|---|---|---|---|---|")
+    for (d, mode), runs in summary.items():
         p = PAPER.get(d, ("-",) * 6)
+        if mode == "perfect":  # Table 6 has only ACC end for the baseline
+            p = (p[0], PAPER_PERFECT.get(d, "-"), "-", "-", "-", "-")
         m = lambda k: float(np.nanmean([s[k] for s in runs]))  # noqa: E731
         wr = [s["wrong_association_rate"] for s in runs if not np.isnan(s["wrong_association_rate"])]
         wr_s = f"{100 * np.mean(wr):.1f}" if wr else "n/a"
-        print(f"| {d} | {m('acc_init'):.3f} / {p[0]} | {m('acc_end'):.3f} / {p[1]} | {m('n_groups'):.1f} "
+        print(f"| {d} | {mode} | {m('acc_init'):.3f} / {p[0]} | {m('acc_end'):.3f} / {p[1]} | {m('n_groups'):.1f} "
               f"(ideal {m('ideal_groups'):.1f}) / {p[2]} | {wr_s} / {p[3]} | {m('isolated_start'):.1f} → "
               f"{m('n_isolated'):.1f} / {p[4]} → {p[5]} |")
     return 0
@@ -116,6 +137,9 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dirtiness", default="0,0.3,0.5")
     ap.add_argument("--n-jobs", type=int, default=2)
+    ap.add_argument("--associations", default="learned",
+                    help="comma list of learned (FedCRef) and perfect (the perfect-association baseline, "
+                         "experiments only); rows are run in this order per dirtiness")
     ap.add_argument("--match-policy", default="best", choices=("best", "first", "all"),
                     help="FedCRef's match_policy (spec §8 A3; the reference code uses 'first')")
     return run_with_out(ap, argv, run)

@@ -52,7 +52,7 @@ from .base import BaseFederatedClusterer, ClientState
 from .protocol import ArraySpec, Message, MessageError
 
 __all__ = [
-    "FedCRef", "fedcref_scores", "self_accuracy", "plateau",
+    "FedCRef", "fedcref_scores", "fedcref_perfect_baseline", "self_accuracy", "plateau",
     "FedCRefModels", "FedCRefModelSet", "FedCRefScores", "FedCRefTrainTask", "FedCRefTrainUpdate",
     "FedCRefGroupModels", "FedCRefStatus", "FedCRefProceed", "FedCRefFinal",
 ]
@@ -124,21 +124,27 @@ class FedCRefModelSet(FedCRefBroadcast):
     params : ndarray of shape (n_models, n_params), float32
     owners, clusters : ndarray of shape (n_models,), int
         Client and local cluster of each model.
+    versions : ndarray of shape (n_models,), int
+        Iteration in which the owner trained the model (>= 1): a model with the same (owner,
+        cluster, version) as one a client evaluated before has the same parameters (a frozen
+        client's), so the client reuses its errors (``cache_errors``).
     n_features : int
     """
 
     METHOD = "fedcref"
     KIND = "model_set"
     ARRAYS = {"params": ArraySpec("f", 2), "owners": ArraySpec("i", 1, min_value=0),
-              "clusters": ArraySpec("i", 1, min_value=0)}
+              "clusters": ArraySpec("i", 1, min_value=0), "versions": ArraySpec("i", 1, min_value=1)}
     params: np.ndarray
     owners: np.ndarray
     clusters: np.ndarray
+    versions: np.ndarray
     n_features: int
 
     def _check_consistency(self) -> None:
         _check_rows(self, "owners", self.params.shape[0], "one per model")
         _check_rows(self, "clusters", self.params.shape[0], "one per model")
+        _check_rows(self, "versions", self.params.shape[0], "one per model")
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,14 +155,24 @@ class FedCRefScores(FedCRefUpload):
     ----------
     scores : ndarray of shape (n_local_clusters, n_models), float
         ``Score(E_own, E_ext)`` in [0, 1]; rows of clusters without a model are 1.
+    oracle_classes : ndarray of shape (0,) or (n_local_clusters,), int
+        Empty, except in the perfect-association baseline (``oracle_labels``, experiments only):
+        the true class Hungarian-matched to each local cluster (-1: none), from which the server
+        builds the oracle graph.
     n_features : int
     """
 
     METHOD = "fedcref"
     KIND = "scores"
-    ARRAYS = {"scores": ArraySpec("f", 2, min_value=0.0)}
+    ARRAYS = {"scores": ArraySpec("f", 2, min_value=0.0), "oracle_classes": ArraySpec("i", 1, min_value=-1)}
     scores: np.ndarray
+    oracle_classes: np.ndarray
     n_features: int
+
+    def _check_consistency(self) -> None:
+        if self.oracle_classes.shape[0] not in (0, self.scores.shape[0]):
+            self._fail(f"oracle_classes has {self.oracle_classes.shape[0]} entries, expected 0 or "
+                       f"{self.scores.shape[0]} (one per local cluster)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,6 +353,48 @@ def _errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads: int) 
     return E
 
 
+def _cached_errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads: int, keys: np.ndarray,
+                   cached_keys: np.ndarray | None, table: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """Error table of ``models`` on ``X`` reusing the columns of models already evaluated on ``X``.
+
+    A per-sample error depends on the model's parameters and the row only (spec §4.2, cache), so
+    the column of a model whose key (owner, cluster, version) was evaluated before is copied from
+    ``table``; only the others are computed (:func:`_errors` gives each model the same bits
+    whatever else is in the batch).
+
+    Parameters
+    ----------
+    models : ndarray of shape (n_models, n_params), float32
+    lay : Layout
+    X : ndarray of shape (n_rows, n_features), float32
+        The same rows ``table`` was computed on.
+    n_threads : int
+    keys : ndarray of shape (n_models, 3), int
+        (owner, cluster, version) of each model; a row with a negative version is never cached.
+    cached_keys : ndarray of shape (n_cached, 3), int, or None
+        Keys of the cached columns (None: no cache).
+    table : ndarray of shape (n_rows, n_cached), float32, or None
+
+    Returns
+    -------
+    E : ndarray of shape (n_rows, n_models), float32
+    n_reused : int
+        Models whose column came from the cache.
+    """
+    E = np.empty((X.shape[0], models.shape[0]), dtype=np.float32)
+    hit = np.full(models.shape[0], -1, np.int64)
+    if cached_keys is not None and table is not None and cached_keys.shape[0] and table.shape[0] == X.shape[0]:
+        where = {tuple(k): t for t, k in enumerate(cached_keys.tolist()) if k[2] >= 1}
+        hit = np.array([where.get(tuple(k), -1) for k in np.asarray(keys).tolist()], dtype=np.int64)
+    reuse = hit >= 0
+    if reuse.any():
+        E[:, reuse] = table[:, hit[reuse]]
+    miss = np.flatnonzero(~reuse)
+    if miss.size:
+        E[:, miss] = _errors(models[miss], lay, X, n_threads)
+    return E, int(reuse.sum())
+
+
 def _cluster_index(labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(labels, kind="stable").astype(np.int64)
     starts = np.searchsorted(labels[order], np.arange(k + 1)).astype(np.int64)
@@ -349,22 +407,23 @@ class FedCRef(BaseFederatedClusterer):
 
     Parameters
     ----------
-    n_local_clusters : int, list of int or None, default=None
-        K_i, the clusters of each client (one int for all, or one per client). None: from
-        ``init_labels`` (``max + 1`` per client).
-    init_labels : list of array-like or None, default=None
+    n_local_clusters : int, list of int, dict of int to int or None, default=None
+        K_i, the clusters of each client (one int for all, one per client, or a mapping client
+        index -> K_i). None: from ``init_labels`` (``max + 1`` per client).
+    init_labels : list of array-like, dict of int to array-like or None, default=None
         Initial local labels of each client (values in ``0..K_i-1``), e.g. the paper's
-        dirty-uniform simulation (:func:`fastfc.datasets.dirty_labels`). None: k-means
-        (k-means++, 10 starts) on each client's rows.
+        dirty-uniform simulation (:func:`fastfc.datasets.dirty_labels`); a list (client order)
+        or a mapping client index -> labels. None: k-means (k-means++, 10 starts) on each
+        client's rows.
 
-        Deployments: ``n_local_clusters`` and ``init_labels`` are estimator parameters, so over
-        :mod:`fastfc.flower` they are part of the run's task parameters (JSON lists), which
-        every node receives; each client reads only its own entry (its ``client_index``). A
-        list ``n_local_clusters`` thus shows every client's K_i to all nodes, and a list
-        ``init_labels`` sends every client's initial labels to every node -- fine for
-        simulations, not for private data. A deployment uses ``init_labels=None`` (each client
-        clusters its own rows with k-means) and one int ``n_local_clusters``; there is no
-        per-node configuration route for per-client values yet.
+        Deployments: as run parameters over :mod:`fastfc.flower`, lists reach every node (each
+        client reads only its own entry), so every node would see every client's K_i and
+        initial labels -- fine for simulations, not for private data. The per-node route keeps
+        them local: a SuperNode's node config ``init-labels-path`` (a ``.npy`` of its rows'
+        labels) and ``n-local-clusters`` (its K_i) are set by
+        :class:`fastfc.flower.ClientWorker` as ``{client_index: value}`` on that client only;
+        the run parameters then leave these two unset (or an int ``n_local_clusters`` as a
+        default for nodes that give none).
     alpha : float, default=75
         Percentile of the association test, in [0, 100].
     theta : float, default=0.2
@@ -400,6 +459,22 @@ class FedCRef(BaseFederatedClusterer):
         Stop when the mean number of refinements per client reaches it (None: no cap).
     max_group_size : int or None, default=None
         Cap on FedAvg members per group (the first in (client, cluster) order).
+    cache_errors : bool, default=True
+        Reuse per-(model, sample) reconstruction errors of models that did not change since a
+        client last evaluated them (the models of frozen clients in cross-evaluation, and a
+        client's own models, just cross-evaluated, in its refinement; spec §4.2). A model is named
+        by (owner, cluster, version), the version being the iteration its owner trained it in
+        (the model set carries it; a client keeps the version of its own models). Labels,
+        groups and history are the same bits either way (a model's error column does not depend
+        on the other models of the batch); only the work differs (:attr:`error_evals_`).
+    oracle_labels : list of array-like or None, default=None
+        **Experiments only -- the paper's perfect-association baseline (Tables 6, 9, 10).** True
+        classes of each client's rows. When given, the association test is not used: every
+        iteration, each client names each of its current clusters by the true class
+        Hungarian-matched to it, and the server links two clusters (of different clients, both
+        with >= ``min_assoc_size`` rows) iff their classes are equal. FedAvg, refinement and
+        stopping are unchanged. It needs ground truth, so it is no clustering method; see
+        :func:`fedcref_perfect_baseline`.
     random_state : int, RandomState instance or None, default=None
     n_jobs : int or None, default=None
         Threads: clients in parallel, and models of a client in parallel, BLAS pinned to one
@@ -430,6 +505,10 @@ class FedCRef(BaseFederatedClusterer):
         ``n_frozen``.
     n_iter_ : int
         FedCRef iterations run.
+    error_evals_ : dict of int
+        Model-row reconstruction errors over the run, summed over clients:
+        ``cross_eval_computed`` / ``cross_eval_reused`` (Phase 2) and ``refine_computed`` /
+        ``refine_reused`` (Phase 4); reused ones came from the cache (``cache_errors``).
     phase_seconds_ : dict of float
         Wall time of the protocol rounds by phase (``local_training``, ``association``,
         ``fedavg``, ``refinement``).
@@ -438,8 +517,8 @@ class FedCRef(BaseFederatedClusterer):
     """
 
     _parameter_constraints: dict = {
-        "n_local_clusters": [None, Interval(Integral, 1, None, closed="left"), list, tuple],
-        "init_labels": [None, list, tuple],
+        "n_local_clusters": [None, Interval(Integral, 1, None, closed="left"), list, tuple, dict],
+        "init_labels": [None, list, tuple, dict],
         "alpha": [Interval(Real, 0, 100, closed="both")],
         "theta": [Interval(Real, 0, None, closed="left")],
         "tau": [Interval(Real, 0, 1, closed="both")],
@@ -459,6 +538,8 @@ class FedCRef(BaseFederatedClusterer):
         "plateau_window": [Interval(Integral, 1, None, closed="left")],
         "max_mean_refinements": [None, Interval(Integral, 1, None, closed="left")],
         "max_group_size": [None, Interval(Integral, 2, None, closed="left")],
+        "cache_errors": ["boolean"],
+        "oracle_labels": [None, list, tuple],
         "random_state": ["random_state"],
         "n_jobs": [None, Integral],
     }
@@ -466,6 +547,8 @@ class FedCRef(BaseFederatedClusterer):
     _reply_cls = FedCRefModelSet
     #: fedcref_scores reads the partition each client's last association was scored on
     _saved_private_attributes = ("_assoc_labels",)
+    #: parameters a node may set for itself only ({client_index: value}), see fastfc.flower.ClientWorker
+    _per_client_params = ("init_labels", "n_local_clusters")
 
     def __init__(self, n_local_clusters=None, *, init_labels=None, alpha: float = 75.0, theta: float = 0.2,
                  tau: float = 0.8, match_policy: str = "best", max_iter: int = 30, local_epochs: int = 20,
@@ -473,7 +556,7 @@ class FedCRef(BaseFederatedClusterer):
                  hidden_layer_sizes=(100, 64, 32, 64, 100), batch_size: int = 32, learning_rate: float = 1e-3,
                  early_stopping: bool = True, min_assoc_size: int = 10, tol_G: float = 0.1, tol_I: float = 0.1,
                  plateau_window: int = 3, max_mean_refinements: int | None = 10, max_group_size: int | None = None,
-                 random_state=None, n_jobs: int | None = None):
+                 cache_errors: bool = True, oracle_labels=None, random_state=None, n_jobs: int | None = None):
         self.n_local_clusters = n_local_clusters
         self.init_labels = init_labels
         self.alpha = alpha
@@ -495,6 +578,8 @@ class FedCRef(BaseFederatedClusterer):
         self.plateau_window = plateau_window
         self.max_mean_refinements = max_mean_refinements
         self.max_group_size = max_group_size
+        self.cache_errors = cache_errors
+        self.oracle_labels = oracle_labels
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -541,7 +626,11 @@ class FedCRef(BaseFederatedClusterer):
         """(K_i, initial labels or None) of client ``index``."""
         init = None
         if self.init_labels is not None:
-            if index >= len(self.init_labels):
+            if isinstance(self.init_labels, dict):
+                if index not in self.init_labels:
+                    raise ValueError(f"init_labels has entries for clients {sorted(self.init_labels)}, none for "
+                                     f"client {index}")
+            elif index >= len(self.init_labels):
                 raise ValueError(f"init_labels has {len(self.init_labels)} entries, no entry for client {index}")
             init = np.asarray(self.init_labels[index])
             if init.ndim != 1 or init.shape[0] != n_rows:
@@ -554,8 +643,10 @@ class FedCRef(BaseFederatedClusterer):
             if init is None:
                 raise ValueError("FedCRef needs n_local_clusters (K_i) or init_labels")
             k = int(init.max()) + 1 if init.size else 1
-        elif isinstance(nk, (list, tuple)):
-            if index >= len(nk):
+        elif isinstance(nk, (list, tuple, dict)):
+            if isinstance(nk, dict) and index not in nk:
+                raise ValueError(f"n_local_clusters has entries for clients {sorted(nk)}, none for client {index}")
+            if not isinstance(nk, dict) and index >= len(nk):
                 raise ValueError(f"n_local_clusters has {len(nk)} entries, no entry for client {index}")
             k = nk[index]
             if not isinstance(k, (Integral, np.integer)) or isinstance(k, bool) or k < 1:
@@ -569,9 +660,25 @@ class FedCRef(BaseFederatedClusterer):
             raise ValueError(f"client {index} has {n_rows} rows, fewer than its K_i = {k}")
         return k, init
 
+    def _client_oracle(self, index: int, n_rows: int) -> np.ndarray | None:
+        """True classes of client ``index`` (perfect-association baseline), or None."""
+        if self.oracle_labels is None:
+            return None
+        if index >= len(self.oracle_labels):
+            raise ValueError(f"oracle_labels has {len(self.oracle_labels)} entries, no entry for client {index}")
+        y = np.asarray(self.oracle_labels[index])
+        if y.ndim != 1 or y.shape[0] != n_rows:
+            raise ValueError(f"oracle_labels[{index}] has shape {y.shape}, expected ({n_rows},)")
+        if y.size and (y.dtype.kind not in "iu" or y.min() < 0):
+            raise ValueError(f"oracle_labels[{index}] must hold integer classes >= 0")
+        return y.astype(np.int64)
+
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         self._check_hidden()
-        for name in ("init_labels", "n_local_clusters"):
+        if self.oracle_labels is not None:
+            for i, X in enumerate(X_clients):
+                self._client_oracle(i, X.shape[0])
+        for name in ("init_labels", "n_local_clusters", "oracle_labels"):
             v = getattr(self, name)
             if isinstance(v, (list, tuple)) and len(v) != len(X_clients):
                 raise ValueError(f"{name} has {len(v)} entries for {len(X_clients)} clients")
@@ -603,6 +710,22 @@ class FedCRef(BaseFederatedClusterer):
             models[q] = w
         return models, present
 
+    def _cached_errors(self, models, keys, lay, X32, n_threads, values: dict, counter: str) -> np.ndarray:
+        """Error table of ``models`` on the client's rows, through the client's cache when
+        ``cache_errors``; counts computed / reused columns (x rows) in ``values``. The cross-evaluation
+        (``counter="ce"``) replaces the cache with its table; the refinement only reads it."""
+        n = X32.shape[0]
+        if self.cache_errors:
+            E, n_reused = _cached_errors(models, lay, X32, n_threads, keys, np.asarray(values["ce_keys"]),
+                                         np.asarray(values["ce_table"]))
+            if counter == "ce":
+                values["ce_keys"], values["ce_table"] = np.asarray(keys, np.int64), E
+        else:
+            E, n_reused = _errors(models, lay, X32, n_threads), 0
+        values[f"{counter}_computed"] = int(values[f"{counter}_computed"]) + n * (models.shape[0] - n_reused)
+        values[f"{counter}_reused"] = int(values[f"{counter}_reused"]) + n * n_reused
+        return E
+
     def _models_upload(self, X, labels, k, models, has_model, changed) -> FedCRefModels:
         sizes = np.bincount(labels, minlength=k)
         idx = np.flatnonzero(has_model) if changed else np.zeros(0, np.int64)
@@ -626,6 +749,8 @@ class FedCRef(BaseFederatedClusterer):
             "sel_local": np.arange(k, dtype=np.int64), "sel_group": np.full(k, -1, np.int64),
             "fl_m": np.zeros((0, models.shape[1]), np.float32), "fl_v": np.zeros((0, models.shape[1]), np.float32),
             "fl_step": np.zeros(0, np.int64),
+            "ce_keys": np.zeros((0, 3), np.int64), "models_version": 1, "ce_table": np.zeros((X.shape[0], 0), np.float32),
+            "ce_computed": 0, "ce_reused": 0, "rf_computed": 0, "rf_reused": 0,
         }
         state = ClientState(method=self._state_method(), client=index, n_samples=X.shape[0],
                             n_features=X.shape[1], values=private)
@@ -645,7 +770,15 @@ class FedCRef(BaseFederatedClusterer):
             if broadcast.params.shape[1] != lay.n_params:
                 raise MessageError(f"model set has {broadcast.params.shape[1]} parameters per model, this "
                                    f"estimator's AE has {lay.n_params}")
-            E = _errors(broadcast.params, lay, X32, n_threads)
+            oracle = self._client_oracle(state.client, X.shape[0])
+            if oracle is not None:  # perfect-association baseline: no test, the server links by true class
+                cls = _matched_classes(oracle, labels, k)
+                cls[cls < 0] = -1
+                values["assoc_labels"] = labels.copy()
+                scores = np.ones((k, broadcast.params.shape[0]), dtype=np.float64)
+                return FedCRefScores(scores=scores, oracle_classes=cls, n_features=d), values
+            keys = np.stack([broadcast.owners, broadcast.clusters, broadcast.versions], axis=1)
+            E = self._cached_errors(broadcast.params, keys, lay, X32, n_threads, values, "ce")
             own = np.full(k, -1, np.int64)
             mine = np.flatnonzero(broadcast.owners == state.client)
             own[broadcast.clusters[mine]] = mine
@@ -654,7 +787,8 @@ class FedCRef(BaseFederatedClusterer):
             scores = np.ones((k, broadcast.params.shape[0]), dtype=np.float64)
             cluster_scores(E, order, starts, own, np.arange(E.shape[1], dtype=np.int64), float(self.alpha), scores)
             values["assoc_labels"] = labels.copy()
-            return FedCRefScores(scores=np.clip(scores, 0.0, None), n_features=d), values
+            return FedCRefScores(scores=np.clip(scores, 0.0, None), oracle_classes=np.zeros(0, np.int64),
+                                 n_features=d), values
         if isinstance(broadcast, FedCRefTrainTask):  # Phase 3: one FedAvg round
             n_t = broadcast.params.shape[0]
             if broadcast.fl_round == 1 or values["fl_m"].shape[0] != n_t:
@@ -695,7 +829,12 @@ class FedCRef(BaseFederatedClusterer):
                 has = np.flatnonzero(values["has_model"])
                 cands = np.vstack([np.asarray(values["models"])[has], broadcast.params]) if broadcast.params.size \
                     else np.asarray(values["models"])[has]
-                E = _errors(cands, lay, X32, n_threads)
+                keys = np.zeros((cands.shape[0], 3), np.int64)  # own models: (this client, cluster, version)
+                keys[:, 0] = state.client
+                keys[:has.size, 1] = has
+                keys[:has.size, 2] = int(values["models_version"])
+                keys[has.size:, 2] = -1  # the group models are new every iteration: never cached
+                E = self._cached_errors(cands, keys, lay, X32, n_threads, values, "rf")
                 new = np.empty(X.shape[0], np.int64)
                 sel = np.empty(k, np.int64)
                 cluster_refine(E, k, new, sel)
@@ -713,7 +852,7 @@ class FedCRef(BaseFederatedClusterer):
             if values["frozen"]:
                 return self._models_upload(X, labels, k, values["models"], values["has_model"], False), values
             models, has_model = self._train_local(X32, labels, k, rng, n_threads)
-            values.update(models=models, has_model=has_model)
+            values.update(models=models, has_model=has_model, models_version=int(broadcast.iteration))
             return self._models_upload(X, labels, k, models, has_model, True), values
         raise MessageError(f"FedCRef clients do not handle a {type(broadcast).__name__}")  # pragma: no cover
 
@@ -728,7 +867,7 @@ class FedCRef(BaseFederatedClusterer):
         cache = {}
         for s in summaries:
             cache[s.client if s.client is not None else len(cache)] = (np.asarray(s.params), np.asarray(s.clusters),
-                                                                     np.asarray(s.sizes))
+                                                                     np.asarray(s.sizes), 1)
         model_set = self._model_set(cache, summaries[0].n_features)
         return model_set, [model_set] * len(summaries)
 
@@ -738,11 +877,13 @@ class FedCRef(BaseFederatedClusterer):
         params = np.concatenate([cache[c][0] for c in clients], axis=0)
         owners = np.concatenate([np.full(cache[c][0].shape[0], c, np.int64) for c in clients])
         clusters = np.concatenate([cache[c][1] for c in clients])
-        return FedCRefModelSet(params=params, owners=owners, clusters=clusters, n_features=n_features)
+        versions = np.concatenate([np.full(cache[c][0].shape[0], cache[c][3], np.int64) for c in clients])
+        return FedCRefModelSet(params=params, owners=owners, clusters=clusters, versions=versions,
+                               n_features=n_features)
 
     def _run_server_start(self, model, replies, summaries, entropy, restart, n_threads):
         broadcasts, state, done = super()._run_server_start(model, replies, summaries, entropy, restart, n_threads)
-        cache = {s.client: (np.asarray(s.params), np.asarray(s.clusters), np.asarray(s.sizes)) for s in summaries}
+        cache = {s.client: (np.asarray(s.params), np.asarray(s.clusters), np.asarray(s.sizes), 1) for s in summaries}
         n_clusters = sum(int(s.sizes.shape[0]) for s in summaries)
         values = {
             "replies": [], "clients": [s.client for s in summaries], "cache": cache, "model_set": model,
@@ -760,8 +901,14 @@ class FedCRef(BaseFederatedClusterer):
         eligible = {c: {int(q) for q in cache[c][1] if cache[c][2][q] >= self.min_assoc_size} for c in clients}
         theta = float(self.theta)
         edges = []
+        oracle = {u.client: np.asarray(u.oracle_classes) for u in uploads} if self.oracle_labels is not None \
+            else None
         for a_pos, i in enumerate(clients):
             for j in clients[a_pos + 1:]:
+                if oracle is not None:  # perfect-association baseline: linked iff the same true class
+                    edges.extend((i, q, j, p) for q in sorted(eligible[i]) for p in sorted(eligible[j])
+                                 if oracle[i][q] >= 0 and oracle[i][q] == oracle[j][p])
+                    continue
                 for q in sorted(eligible[i]):
                     passing = []
                     for p in sorted(eligible[j]):
@@ -827,6 +974,10 @@ class FedCRef(BaseFederatedClusterer):
                 if u.scores.shape != (values["cache"][u.client][2].shape[0], ms.params.shape[0]):
                     raise MessageError(f"client {u.client}'s scores have shape {u.scores.shape}, expected "
                                        f"({values['cache'][u.client][2].shape[0]}, {ms.params.shape[0]})")
+                if (u.oracle_classes.shape[0] > 0) != (self.oracle_labels is not None):
+                    raise MessageError(f"client {u.client}'s scores {'carry' if u.oracle_classes.shape[0] else 'lack'}"
+                                       " oracle classes, but the perfect-association baseline (oracle_labels) is "
+                                       f"{'off' if self.oracle_labels is None else 'on'}")
             edges, groups, singles, cluster_global = self._associate(uploads, values)
             values["hist_G"] = values["hist_G"] + [len(groups)]
             values["hist_I"] = values["hist_I"] + [len(singles)]
@@ -887,7 +1038,8 @@ class FedCRef(BaseFederatedClusterer):
             cache = dict(values["cache"])
             for u in uploads:
                 if u.changed:
-                    cache[u.client] = (np.asarray(u.params), np.asarray(u.clusters), np.asarray(u.sizes))
+                    cache[u.client] = (np.asarray(u.params), np.asarray(u.clusters), np.asarray(u.sizes),
+                                       int(values["iteration"]))
                 elif u.client not in cache:
                     raise MessageError(f"client {u.client} says its models are unchanged, but none are known")
             values["cache"] = cache
@@ -919,6 +1071,9 @@ class FedCRef(BaseFederatedClusterer):
         self.init_local_labels_ = [np.asarray(s["init_labels"]).astype(np.int32) for s in states]
         self._assoc_labels = [np.asarray(s["assoc_labels"]).astype(np.int32) for s in states]
         self.n_local_clusters_ = np.array([int(s["K"]) for s in states], dtype=np.int64)
+        self.error_evals_ = {f"{name}_{what}": int(sum(int(s[f"{key}_{what}"]) for s in states))
+                             for key, name in (("ce", "cross_eval"), ("rf", "refine"))
+                             for what in ("computed", "reused")}
 
     def _set_rounds_attributes(self, server_state) -> None:
         v = server_state.values
@@ -947,6 +1102,32 @@ def _matched_classes(y: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
     out = -1 - np.arange(k, dtype=np.int64)
     out[r] = classes[c]
     return out
+
+
+def fedcref_perfect_baseline(X_clients, y_clients, **params) -> FedCRef:
+    """The paper's perfect-association baseline (**experiments only**: it needs the true classes).
+
+    FedCRef with the association graph replaced by the oracle graph: two clusters of different
+    clients are linked iff the true classes Hungarian-matched to them are equal (spec §6.2,
+    reference code ``use_perfect``). Local training, FedAvg, refinement and stopping run
+    unchanged, through the same protocol rounds (``FedCRef(oracle_labels=y_clients)``).
+
+    Parameters
+    ----------
+    X_clients : list of ndarray of shape (n_i, n_features)
+    y_clients : list of array-like of shape (n_i,)
+        True classes of each client's rows.
+    **params
+        Any other :class:`FedCRef` parameter (``init_labels``, ``theta``, ...).
+
+    Returns
+    -------
+    est : FedCRef
+        Fitted; score it with :func:`fedcref_scores` like FedCRef itself.
+    """
+    if "oracle_labels" in params:
+        raise TypeError("fedcref_perfect_baseline sets oracle_labels from y_clients")
+    return FedCRef(oracle_labels=[np.asarray(y) for y in y_clients], **params).fit_clients(X_clients)
 
 
 def fedcref_scores(est: FedCRef, y_clients) -> dict:

@@ -203,6 +203,14 @@ class ClientWorker:
     stale_after : float, default=86400
         Age (seconds) after which another run's state file of this client counts
         as left over from an interrupted run and is removed in round 0.
+    init_labels_path : str, default=None
+        This client's own initial labels (a ``.npy`` of one integer per row), for methods
+        with per-client initial labels (FedCRef's ``init_labels``, e.g. the paper's dirty
+        initialisation). They stay on the node: the estimator gets them as
+        ``{client_index: labels}``, for this client only.
+    n_local_clusters : int, default=None
+        This client's own K_i (FedCRef's ``n_local_clusters``), set the same way; it
+        overrides an int of the run parameters (a per-client list there is an error).
     """
 
     data_path: str
@@ -210,6 +218,41 @@ class ClientWorker:
     state_dir: str | None = None
     labels_path: str | None = None
     stale_after: float = 86400.0
+    init_labels_path: str | None = None
+    n_local_clusters: int | None = None
+
+    def _estimator(self, task: dict, n_rows: int):
+        """The task's estimator, with this node's own per-client values (``init_labels_path``,
+        ``n_local_clusters``) set for this client only."""
+        params = dict(task["params"])
+        local = {}
+        if self.init_labels_path is not None:
+            path = Path(self.init_labels_path)
+            if not path.is_file():
+                raise FileNotFoundError(f"client {self.client_index}: init labels file {str(path)!r} does not exist")
+            labels = np.load(path, allow_pickle=False)
+            if labels.ndim != 1 or labels.shape[0] != n_rows:
+                raise ValueError(f"client {self.client_index}: init labels file {str(path)!r} holds shape "
+                                 f"{labels.shape}, expected ({n_rows},) (one label per row of its data)")
+            local["init_labels"] = labels
+        if self.n_local_clusters is not None:
+            k = self.n_local_clusters
+            if not isinstance(k, Integral) or isinstance(k, bool) or k < 1:
+                raise ValueError(f"client {self.client_index}: n-local-clusters must be an integer >= 1, got {k!r}")
+            local["n_local_clusters"] = int(k)
+        est = make_estimator(task["method"], **params)
+        if local:
+            allowed = getattr(est, "_per_client_params", ())
+            for name, value in local.items():
+                if name not in allowed:
+                    raise ValueError(f"client {self.client_index}: the node sets {name}, but {type(est).__name__} "
+                                     "takes no per-client value of it")
+                if isinstance(params.get(name), (list, tuple, dict)):
+                    raise ValueError(f"client {self.client_index}: {name} is given per client both by the run "
+                                     "parameters and by this node; give it in one place")
+                params[name] = {self.client_index: value}
+            est = make_estimator(task["method"], **params)
+        return est
 
     _STATE_PREFIX = ".fastfc-state-"
 
@@ -271,7 +314,7 @@ class ClientWorker:
             The client's upload of this round (wire bytes).
         """
         X = _load_client_data(self.data_path)
-        est = make_estimator(task["method"], **task["params"])
+        est = self._estimator(task, X.shape[0])
         rnd = int(task.get("round", 0))
         restart = int(task.get("restart", 0))
         if rnd == 0:
@@ -307,7 +350,7 @@ class ClientWorker:
         stamped with that round and addressed to this client.
         """
         X = _load_client_data(self.data_path)
-        est = make_estimator(task["method"], **task["params"])
+        est = self._estimator(task, X.shape[0])
         rnd = int(task.get("round", 0))
         reply = _decode_expected(payload, _final_cls(est, rnd), "final broadcast")
         if reply.round != rnd:
@@ -663,10 +706,20 @@ class LocalFederation:
         SuperLink port; SuperNode ``i`` uses ``port + 1 + i``.
     bin_dir : str, default=None
         Directory of the Flower command-line tools (default: next to this Python).
+    init_labels : list of array-like or None, default=None
+        Per-client initial labels, written to ``workdir/init<i>.npy`` and given to SuperNode
+        ``i`` only (node config ``init-labels-path``), e.g. FedCRef's dirty initialisation.
+    n_local_clusters : list of int or None, default=None
+        Per-client K_i, given to SuperNode ``i`` only (node config ``n-local-clusters``).
     """
 
-    def __init__(self, workdir, X_clients, *, port: int = 29500, bin_dir: str | None = None):
+    def __init__(self, workdir, X_clients, *, port: int = 29500, bin_dir: str | None = None, init_labels=None,
+                 n_local_clusters=None):
         import shutil
+
+        for name, v in (("init_labels", init_labels), ("n_local_clusters", n_local_clusters)):
+            if v is not None and len(v) != len(X_clients):
+                raise ValueError(f"{name} has {len(v)} entries for {len(X_clients)} clients")
 
         self.workdir = Path(workdir)
         self.bin_dir = Path(bin_dir) if bin_dir else Path(os.path.dirname(os.path.abspath(sys.executable)))
@@ -685,6 +738,8 @@ class LocalFederation:
         self.procs: dict = {}
         for i, X in enumerate(X_clients):
             np.save(self.workdir / f"client{i}.npy", np.asarray(X))
+            if init_labels is not None:
+                np.save(self.workdir / f"init{i}.npy", np.asarray(init_labels[i]))
         try:
             self._start("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port",
                                       str(self.port), "--database", str(self.workdir / "superlink.db"),
@@ -692,6 +747,10 @@ class LocalFederation:
             for i in range(self.n_clients):
                 cfg = (f'data-path="{self.workdir}/client{i}.npy" client-index={i} '
                        f'labels-path="{self.workdir}/labels{i}.npy" state-dir="{self.workdir}/state{i}"')
+                if init_labels is not None:
+                    cfg += f' init-labels-path="{self.workdir}/init{i}.npy"'
+                if n_local_clusters is not None:
+                    cfg += f" n-local-clusters={int(n_local_clusters[i])}"
                 self._start(f"supernode{i}", ["flower-supernode", "--insecure", "--superlink",
                                               f"127.0.0.1:{self.port}", "--host", "127.0.0.1",
                                               "--port", str(self.port + 1 + i), "--node-config", cfg])
@@ -806,7 +865,9 @@ def make_client_app(mods: list | None = None):
     """The Flower ClientApp that answers fastfc tasks from this SuperNode's own data.
 
     Node config: ``data-path`` (required), ``client-index`` (required),
-    ``state-dir`` and ``labels-path`` (optional).
+    ``state-dir``, ``labels-path``, ``init-labels-path`` and ``n-local-clusters``
+    (optional; the last two are this client's own initial labels and K_i, see
+    :class:`ClientWorker`).
 
     Parameters
     ----------
@@ -826,6 +887,8 @@ def make_client_app(mods: list | None = None):
             data_path=str(ncfg["data-path"]), client_index=int(ncfg["client-index"]),
             state_dir=str(ncfg["state-dir"]) if "state-dir" in ncfg else None,
             labels_path=str(ncfg["labels-path"]) if "labels-path" in ncfg else None,
+            init_labels_path=str(ncfg["init-labels-path"]) if "init-labels-path" in ncfg else None,
+            n_local_clusters=int(ncfg["n-local-clusters"]) if "n-local-clusters" in ncfg else None,
         )
         task = _task_from_config(cfg)
         run_key = str(context.run_id)

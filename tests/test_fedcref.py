@@ -150,7 +150,8 @@ def _graph(scores, sizes, policy="best", theta=0.2, min_size=1):
     """Run the server's association on hand-made scores; every cluster of every client has a model."""
     owners = np.concatenate([np.full(len(s), c) for c, s in enumerate(sizes)])
     clusters = np.concatenate([np.arange(len(s)) for s in sizes])
-    ms = FedCRefModelSet(params=np.zeros((owners.size, 1), np.float32), owners=owners, clusters=clusters, n_features=1)
+    ms = FedCRefModelSet(params=np.zeros((owners.size, 1), np.float32), owners=owners, clusters=clusters,
+                         versions=np.ones(owners.size, np.int64), n_features=1)
     cache = {c: (None, np.arange(len(s)), np.asarray(s)) for c, s in enumerate(sizes)}
     ups = [SimpleNamespace(client=c, scores=np.asarray(s, float)) for c, s in enumerate(scores)]
     est = FedCRef(match_policy=policy, theta=theta, min_assoc_size=min_size)
@@ -290,3 +291,95 @@ def test_refinement_without_groups_is_the_argmin_of_the_clients_own_models():
         n_changed += int((own != y0).sum())
     # on easy digits the own models agree with the perfect partition almost everywhere
     assert n_changed <= 0.05 * sum(len(x) for x in Xc)
+
+
+def _same_fit(a, b):
+    for la, lb in zip(a.local_labels_, b.local_labels_):
+        np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.n_distributions_ == b.n_distributions_ and a.n_iter_ == b.n_iter_
+    for key in a.history_:
+        np.testing.assert_array_equal(a.history_[key], b.history_[key])
+    np.testing.assert_array_equal(a.edges_, b.edges_)
+    assert a.group_models_.tobytes() == b.group_models_.tobytes()
+    np.testing.assert_array_equal(a.bytes_up_, b.bytes_up_)
+
+
+def test_error_cache_gives_the_same_bits_and_saves_work():
+    """Cross-evaluation cache (spec §4.2): a client that is clean from the start becomes stable in
+    iteration 1, is retrained once and frozen in iteration 2, so in iteration 3 every client reuses
+    its models' error columns; refinement reuses the client's own (just cross-evaluated) models.
+    With the cache off every column is computed: the fit must be the same bit for bit."""
+    Xc, yc, init = _digits_clients()
+    init[0] = np.unique(yc[0], return_inverse=True)[1]  # client 0: its true partition
+    params = {**FAST, "max_iter": 5, "plateau_window": 5, "tau": 0.9}
+    on = FedCRef(init_labels=init, random_state=0, n_jobs=1, cache_errors=True, **params).fit_clients(Xc)
+    off = FedCRef(init_labels=init, random_state=0, n_jobs=2, cache_errors=False, **params).fit_clients(Xc)
+    _same_fit(on, off)
+    assert on.history_["n_frozen"][1] >= 1 and on.n_iter_ >= 3  # the case the cache is for did happen
+    ev_on, ev_off = on.error_evals_, off.error_evals_
+    assert ev_off["cross_eval_reused"] == ev_off["refine_reused"] == 0
+    assert ev_on["cross_eval_reused"] > 0 and ev_on["refine_reused"] > 0
+    for phase in ("cross_eval", "refine"):  # same work in total, part of it served by the cache
+        assert ev_on[f"{phase}_computed"] + ev_on[f"{phase}_reused"] == ev_off[f"{phase}_computed"]
+
+
+def test_cached_error_columns_equal_fresh_ones():
+    from fastfc import _ae
+    from fastfc.fedcref import _cached_errors, _errors
+
+    rng = np.random.default_rng(3)
+    lay = _ae.layout(20, (8, 4, 8))
+    X = rng.random((300, 20), dtype=np.float32)
+    models = np.stack([_ae.glorot_init(lay, rng) for _ in range(7)])
+    keys = np.array([[m // 3, m % 3, 1] for m in range(7)], np.int64)  # (owner, cluster, version)
+    E_all, n0 = _cached_errors(models[:5], lay, X, 1, keys[:5], None, None)
+    assert n0 == 0
+    pick = [6, 2, 0, 5, 4]  # three cached, two new
+    E, n_reused = _cached_errors(models[pick], lay, X, 2, keys[pick], keys[:5], E_all)
+    assert n_reused == 3
+    assert E.tobytes() == _errors(models[pick], lay, X, 1).tobytes()
+    # a new version of a cached (owner, cluster) is a new model; negative versions are never cached
+    newer = keys[:2].copy()
+    newer[:, 2] = 2
+    assert _cached_errors(models[:2], lay, X, 1, newer, keys[:5], E_all)[1] == 0
+    uncached = keys[:2].copy()
+    uncached[:, 2] = -1
+    assert _cached_errors(models[:2], lay, X, 1, uncached, uncached, E_all[:, :2])[1] == 0
+
+
+def test_perfect_association_baseline_links_by_true_class():
+    from fastfc.fedcref import fedcref_perfect_baseline
+
+    Xc, yc, init = _digits_clients()
+    base = fedcref_perfect_baseline(Xc, yc, init_labels=init, random_state=0, n_jobs=1, **FAST)
+    sc = fedcref_scores(base, yc)
+    assert sc["wrong_association_rate"] == 0.0 and sc["n_groups"] == sc["ideal_groups"] == 3
+    assert base.error_evals_["cross_eval_computed"] == 0  # no association test is run
+    # every pair of clusters of different clients with the same matched class is an edge
+    from fastfc.fedcref import _matched_classes
+    cls = [_matched_classes(y, lab, int(k)) for y, lab, k in zip(yc, base._assoc_labels, base.n_local_clusters_)]
+    expect = {(i, q, j, p) for i in range(4) for j in range(i + 1, 4) for q in range(len(cls[i]))
+              for p in range(len(cls[j])) if cls[i][q] == cls[j][p]}
+    assert {tuple(e) for e in base.edges_.tolist()} == expect
+    assert sc["acc_end"] > sc["acc_init"] + 0.05
+    with pytest.raises(TypeError, match="oracle_labels"):
+        fedcref_perfect_baseline(Xc, yc, oracle_labels=yc)
+    with pytest.raises(ValueError, match="oracle_labels"):
+        FedCRef(init_labels=init, oracle_labels=yc[:3], **FAST).fit_clients(Xc)
+    with pytest.raises(ValueError, match=r"oracle_labels\[1\]"):
+        FedCRef(init_labels=init, oracle_labels=[yc[0], yc[1][:5], yc[2], yc[3]], **FAST).fit_clients(Xc)
+
+
+def test_server_rejects_oracle_classes_outside_the_baseline():
+    Xc, yc, init = _digits_clients(per_class=30)
+    est = FedCRef(init_labels=init, random_state=1, **{**FAST, "max_iter": 1})
+    ups, states = zip(*[est.client_round(X, round=0, client_index=i, random_state=1) for i, X in enumerate(Xc)])
+    bcs, sstate, _ = est.server_round(list(ups), round=0, random_state=1)
+    scores = [est.client_round(X, s, b, round=1, random_state=1)[0] for X, s, b in zip(Xc, states, bcs)]
+    bad = FedCRefScores(scores=scores[0].scores, oracle_classes=np.zeros(scores[0].scores.shape[0], np.int64),
+                        n_features=scores[0].n_features).addressed(client=0, round=1)
+    with pytest.raises(MessageError, match="oracle"):
+        est.server_round([bad] + scores[1:], sstate, round=1, random_state=1)
+    with pytest.raises(MessageError, match="oracle_classes"):
+        FedCRefScores(scores=np.ones((3, 4)), oracle_classes=np.zeros(2, np.int64), n_features=5)

@@ -247,3 +247,37 @@ def test_supernode_lost_between_rounds_is_reported_with_its_round(federation, tm
     assert labels[1] is None
     for i in (0, 2):
         np.testing.assert_array_equal(labels[i], expected[i])
+
+
+def test_fedcref_over_real_supernodes_equals_fit_clients(tmp_path):
+    """FedCRef (issue 14) over a real SuperLink and three SuperNodes: digits, tiny AEs, one iteration
+    (local AEs, association, a FedAvg round, refinement: 4 protocol rounds, as Flower starts a ClientApp
+    process per message; two iterations run over the in-process driver in test_flower_protocol.py). Each
+    node gets its own dirty initial labels and K_i through its node config (the per-node route, nothing
+    per-client in the run parameters); every client's global labels, the rounds and every message's wire
+    bytes equal fit_clients with the same values given as lists."""
+    from test_flower_protocol import _fedcref_digits_clients
+
+    X_clients, init = _fedcref_digits_clients(per_class=30)
+    ks = [2, 3, 2]
+    params = {"hidden_layer_sizes": [16, 8, 16], "local_epochs": 20, "fl_rounds": 1, "fl_epochs": 3,
+              "fl_first_epochs": 2, "max_iter": 1, "theta": 0.35, "learning_rate": 5e-3}
+    ref = make_estimator("fedcref", random_state=4, init_labels=init, n_local_clusters=ks, **params)
+    ref.fit_clients(X_clients)
+    assert ref.history_["n_groups"].max() >= 1 and ref.n_rounds_ == 4  # a FedAvg round ran
+    app = write_app_project(tmp_path / "app", n_clients=3, min_clients=3)
+    with LocalFederation(tmp_path / "fed", X_clients, port=PORT, bin_dir=BIN, init_labels=init,
+                         n_local_clusters=ks) as fed:
+        fed.wait_online()
+        report = fed.workdir / "report-fedcref.json"
+        status, details = fed.run(app, {"method": "fedcref", "params": params, "random-state": 4,
+                                        "report-path": str(report)})
+        assert status == "finished:completed", details
+        rep = json.loads(report.read_text())
+        assert rep["missing"] == [] and sorted(rep["responders"]) == ["0", "1", "2"]
+        assert rep["rounds"] == ref.n_rounds_
+        for got, lab in zip(fed.labels(), ref.client_labels_):
+            np.testing.assert_array_equal(got, lab)
+        assert [[r["bytes_up"][str(i)] for i in range(3)] for r in rep["per_round"]] == ref.bytes_up_.tolist()
+        assert [[r["bytes_down"][str(i)] for i in range(3)] for r in rep["per_round"]] == ref.bytes_down_.tolist()
+        assert not list(fed.workdir.glob("state*/.fastfc-state-*"))

@@ -473,3 +473,75 @@ def test_fedcref_over_the_driver_equals_fit_clients(tmp_path):
     assert [[u[i] for i in range(n)] for u in report.bytes_up] == ref.bytes_up_.tolist()
     assert [[d[i] for i in range(n)] for d in report.bytes_down] == ref.bytes_down_.tolist()
     assert _state_files(tmp_path) == []
+
+
+def _fedcref_digits_clients(sets=((0, 1), (0, 1, 2), (1, 2)), per_class=40, seed=0):
+    from sklearn.datasets import load_digits
+
+    from fastfc.datasets import dirty_labels
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    X_clients, init = [], []
+    for s in sets:
+        idx = rng.permutation(np.concatenate([rng.choice(np.flatnonzero(y == c), per_class, replace=False) for c in s]))
+        X_clients.append(X[idx])
+        init.append(dirty_labels(y[idx], 0.3, rng))
+    return X_clients, init
+
+
+def test_fedcref_per_node_init_labels_and_k_equal_fit_clients(tmp_path):
+    """The per-node route (issue 14): each node's own initial labels (``init-labels-path``) and K_i
+    (``n-local-clusters``) stay on the node -- the run parameters carry neither -- and the labels,
+    rounds and bytes equal fit_clients with the same values as per-client lists."""
+    X_clients, init = _fedcref_digits_clients()
+    ks = [2, 4, 2]  # client 1 has 3 classes but is told K_i = 4 (its labels use 0..2): K_i is not max + 1
+    common = {"hidden_layer_sizes": [32, 16, 32], "local_epochs": 40, "fl_rounds": 2, "fl_epochs": 5,
+              "fl_first_epochs": 2, "max_iter": 2, "theta": 0.35, "learning_rate": 5e-3}
+    workers = _write_clients(tmp_path, X_clients)
+    for (node, w), lab, k in zip(workers.items(), init, ks):
+        w.init_labels_path = str(tmp_path / f"init{w.client_index}.npy")
+        np.save(w.init_labels_path, lab)
+        w.n_local_clusters = k
+    task = json.loads(json.dumps({"method": "fedcref", "params": common, "random_state": 3}))
+    report = run_server_phases(_memory_send(workers), list(workers), task, min_clients=len(workers))
+    ref = make_estimator("fedcref", random_state=3, init_labels=init, n_local_clusters=ks, **common)
+    ref.fit_clients(X_clients)
+    assert ref.history_["n_groups"].max() >= 1 and ref.n_local_clusters_.tolist() == ks
+    assert report.missing == [] and report.rounds == ref.n_rounds_
+    for i, lab in enumerate(ref.client_labels_):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), lab)
+    n = len(X_clients)
+    assert [[u[i] for i in range(n)] for u in report.bytes_up] == ref.bytes_up_.tolist()
+    assert [[d[i] for i in range(n)] for d in report.bytes_down] == ref.bytes_down_.tolist()
+    # without the nodes' K_i the run differs (client 1 would have 3 clusters): the node values were used
+    other = make_estimator("fedcref", random_state=3, init_labels=init, **common).fit_clients(X_clients)
+    assert other.n_local_clusters_.tolist() == [2, 3, 2]
+
+
+def test_per_node_values_are_checked(tmp_path):
+    X_clients, init = _fedcref_digits_clients(per_class=10)
+    w = _write_clients(tmp_path, X_clients[:1])["node0"]
+    task = {"method": "fedcref", "params": {"hidden_layer_sizes": [4], "local_epochs": 1}, "random_state": 0}
+    w.init_labels_path = str(tmp_path / "missing.npy")
+    with pytest.raises(FileNotFoundError, match="init labels file"):
+        w.summarize(task, run_key="r")
+    np.save(tmp_path / "short.npy", init[0][:5])
+    w.init_labels_path = str(tmp_path / "short.npy")
+    with pytest.raises(ValueError, match="one label per row"):
+        w.summarize(task, run_key="r")
+    w.init_labels_path = None
+    w.n_local_clusters = 0
+    with pytest.raises(ValueError, match="n-local-clusters must be an integer >= 1"):
+        w.summarize(task, run_key="r")
+    w.n_local_clusters = 2
+    with pytest.raises(ValueError, match="both by the run parameters and by this node"):
+        w.summarize({**task, "params": {**task["params"], "n_local_clusters": [2, 3, 2]}}, run_key="r")
+    with pytest.raises(ValueError, match="KFed takes no per-client value"):
+        w.summarize({"method": "kfed", "params": {"n_clusters": 2}, "random_state": 0}, run_key="r")
+    # an int in the run parameters is a default the node's value overrides
+    from fastfc._state import ClientState
+
+    w.summarize({**task, "params": {**task["params"], "n_local_clusters": 3}}, run_key="r")
+    assert int(ClientState.load(w._state_file("r"))["K"]) == 2
