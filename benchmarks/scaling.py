@@ -70,7 +70,7 @@ def clients(n: int, n_clusters: int, n_clients: int, seed: int = 0):
     return [X[p] for p in parts], np.concatenate([y[p] for p in parts])
 
 
-def time_fit(make, X_clients, y, repeats: int) -> tuple[float, float]:
+def measure_fit(make, X_clients, y, repeats: int) -> tuple[float, float]:
     """Median wall time of ``repeats`` whole fits and the ARI of the last.
 
     Parameters
@@ -313,22 +313,22 @@ def run(what: list[str], repeats: int) -> int:
         FedHIRE(n_clusters=5, random_state=0).fit_clients(Xw)
         for n in (10_000, 100_000):
             Xc, y = clients(n, 5, 10)
-            s, ari = time_fit(lambda: FedHIRE(n_clusters=5, random_state=0, n_jobs=1), Xc, y, repeats)
+            s, ari = measure_fit(lambda: FedHIRE(n_clusters=5, random_state=0, n_jobs=1), Xc, y, repeats)
             print(row("FedHIRE", "defaults, k = 5", n, 10, s, repeats, ari), flush=True)
     if "feca" in what:
         Xw, yw = clients(2000, 10, 2, seed=1)
         FeCA(n_clusters=10, random_state=0).fit_clients(Xw)
         Xc, y = clients(1_000_000, 10, 100)
-        s, ari = time_fit(lambda: FeCA(n_clusters=10, random_state=0, n_jobs=1), Xc, y, max(repeats, 5))
+        s, ari = measure_fit(lambda: FeCA(n_clusters=10, random_state=0, n_jobs=1), Xc, y, max(repeats, 5))
         print(row("FeCA", "defaults, k = 10", 1_000_000, 100, s, max(repeats, 5), ari), flush=True)
     if "kstar" in what:
         Xw, yw = clients(2000, 5, 2, seed=1)
         FedKStarHC(n_clusters=5, random_state=0).fit_clients(Xw)
         for n in (10_000, 100_000, 300_000, 1_000_000):
             Xc, y = clients(n, 5, 10)
-            s, ari = time_fit(lambda: FedKStarHC(n_clusters=5, random_state=0, n_jobs=1), Xc, y, repeats)
+            s, ari = measure_fit(lambda: FedKStarHC(n_clusters=5, random_state=0, n_jobs=1), Xc, y, repeats)
             print(row("FedKStarHC", "defaults, k = 5 given", n, 10, s, repeats, ari), flush=True)
-            s, ari = time_fit(lambda: FedKStarHC(n_clusters=None, random_state=0, n_jobs=1), Xc, y, 1)
+            s, ari = measure_fit(lambda: FedKStarHC(n_clusters=None, random_state=0, n_jobs=1), Xc, y, 1)
             print(row("FedKStarHC", "defaults, k* estimated", n, 10, s, 1, ari), flush=True)
     if "kstar_server" in what:
         from benchmarks.bench_fed_kstar_hc import synthetic_summaries
