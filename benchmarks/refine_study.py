@@ -49,9 +49,13 @@ def _configs() -> dict:
     """Candidate configurations: name -> (description, factory(k, seed, rounds) -> estimator)."""
     import fastfc
 
-    def kfed(units, local=1, chains=1):
-        return lambda k, s, r: fastfc.KFed(n_clusters=k, n_local_clusters=local * k, units=units, refine_rounds=r,
-                                           refine_n_init=chains, random_state=s, n_jobs=1)
+    def kfed(units, local=1, chains=1, seeding="round1"):
+        def make(k, s, r):
+            est = fastfc.KFed(n_clusters=k, n_local_clusters=local * k, units=units, refine_rounds=r,
+                              refine_n_init=chains, random_state=s, n_jobs=1)
+            est._chain_seeding = seeding  # where chains 1..s-1 are seeded (fastfc.base, experimental)
+            return est
+        return make
 
     def feca(units):
         return lambda k, s, r: fastfc.FeCA(n_clusters=k, units=units, refine_rounds=r, random_state=s, n_jobs=1)
@@ -82,6 +86,11 @@ def _configs() -> dict:
         "kfed-raw-c10": ("KFed(units=None, refine_rounds=R, refine_n_init=10)", kfed(None, chains=10)),
         "kfed-fed-c4": ("KFed(units='federated', refine_rounds=R, refine_n_init=4)", kfed("federated", chains=4)),
         "kfed-fed-c10": ("KFed(units='federated', refine_rounds=R, refine_n_init=10)", kfed("federated", chains=10)),
+        "kfed-fed-c10-r0": ("KFed(units='federated', refine_rounds=R, refine_n_init=10), chains 1-9 seeded from the "
+                            "round-0 local centres", kfed("federated", chains=10, seeding="round0")),
+        "kfed-fed-c10-r01": ("KFed(units='federated', refine_rounds=R, refine_n_init=10), chains 1-9 seeded from the "
+                             "round-0 local centres and the round-1 cluster means together",
+                             kfed("federated", chains=10, seeding="both")),
         "fkm-fed-c4": ("FedKMeans(init='k-means++', units='federated', max_rounds=R, n_init=4)",
                        fkm("federated", chains=4)),
         "fkm-fed-c10": ("FedKMeans(init='k-means++', units='federated', max_rounds=R, n_init=10)",

@@ -57,7 +57,7 @@ from . import _units
 from .protocol import ArraySpec, Message
 
 __all__ = ["RefineStats", "RefineCenters", "RefineChainStats", "RefineChainCenters", "RefineSetup", "client_stats",
-           "label_sums", "server_update", "setup_from_moments", "seed_chains", "chain_update"]
+           "label_sums", "server_update", "setup_from_moments", "round1_seed_points", "round0_seed_points", "seed_chains", "chain_update"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -404,8 +404,55 @@ def server_update(uploads: list[RefineStats], centers: np.ndarray, setup: Refine
     return new, shift, inertia, int(k - have.sum())
 
 
-def seed_chains(uploads: list[RefineStats], setup: RefineSetup, n_chains: int, rng: np.random.Generator
-                ) -> list[np.ndarray]:
+def round1_seed_points(uploads: list[RefineStats]) -> tuple[np.ndarray, np.ndarray]:
+    """Every client's per-cluster means of the round-1 uploads (non-empty clusters), weighted by their counts:
+    points of shape (m, n_features) in raw units and weights of shape (m,)."""
+    pts = np.concatenate([u.sums[u.counts > 0] / u.counts[u.counts > 0, None] for u in uploads])
+    wts = np.concatenate([u.counts[u.counts > 0] for u in uploads]).astype(np.float64)
+    return pts, wts
+
+
+def round0_seed_points(uploads: list[RefineStats], local: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """Seeding points for chains ``1 .. s-1`` from the round-0 local centres the server already holds.
+
+    Every client's local centres (its round-0 summary) with, as weight, its round-1 count of the
+    global cluster the local centre was merged into, shared equally among the client's local
+    centres merged into that cluster (the server knows no per-local-centre count; the shares add
+    up to the client's rows). Local centres of a global cluster the client has no rows in are left out.
+
+    Parameters
+    ----------
+    uploads : list of RefineStats
+        Round-1 uploads (client order), each addressed to its client.
+    local : dict
+        Client index -> (centers of shape (n_local, n_features), local_to_global of shape (n_local,)),
+        from the round-0 summaries and replies.
+
+    Returns
+    -------
+    (points, weights) : ndarray of shape (m, n_features), ndarray of shape (m,), or None
+        None when a responding client has no round-0 local centres on record (the caller then
+        seeds from the round-1 uploads).
+    """
+    pts, wts = [], []
+    for u in uploads:
+        entry = local.get(u.client) if u.client is not None else None
+        if entry is None:
+            return None
+        centers, l2g = entry
+        k = u.counts.shape[0]
+        if l2g.shape[0] != centers.shape[0] or (l2g.size and (l2g.min() < 0 or l2g.max() >= k)):
+            return None
+        mult = np.bincount(l2g, minlength=k)
+        w = u.counts[l2g] / np.maximum(mult[l2g], 1)
+        keep = w > 0
+        pts.append(np.asarray(centers, dtype=np.float64)[keep])
+        wts.append(w[keep].astype(np.float64))
+    return np.concatenate(pts), np.concatenate(wts)
+
+
+def seed_chains(uploads: list[RefineStats], setup: RefineSetup, n_chains: int, rng: np.random.Generator,
+                points: tuple[np.ndarray, np.ndarray] | None = None) -> list[np.ndarray]:
     """Centres of chains ``1 .. n_chains - 1``, seeded from the round-1 uploads on the server.
 
     The points are every client's per-cluster means (``sums / counts`` of its non-empty
@@ -421,6 +468,9 @@ def seed_chains(uploads: list[RefineStats], setup: RefineSetup, n_chains: int, r
     n_chains : int
         Chains in all (chain 0 included).
     rng : numpy.random.Generator
+    points : (ndarray of shape (m, n_features), ndarray of shape (m,)), optional
+        Weighted seeding points in raw units used instead of the uploads' per-cluster means
+        (:func:`round0_seed_points`); the uploads then give ``k`` only.
 
     Returns
     -------
@@ -438,8 +488,7 @@ def seed_chains(uploads: list[RefineStats], setup: RefineSetup, n_chains: int, r
     if n_chains <= 1:
         return []
     k = int(uploads[0].counts.shape[0])
-    pts = np.concatenate([u.sums[u.counts > 0] / u.counts[u.counts > 0, None] for u in uploads])
-    wts = np.concatenate([u.counts[u.counts > 0] for u in uploads]).astype(np.float64)
+    pts, wts = points if points is not None else round1_seed_points(uploads)
     w = setup.weight
     P = pts if w is None else pts * w
     if np.unique(P, axis=0).shape[0] < k:

@@ -315,6 +315,23 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         """Refinement rounds asked for (0 without the parameter)."""
         return int(getattr(self, "refine_rounds", 0) or 0)
 
+    #: where the server seeds refinement chains 1..s-1 (``refine_n_init > 1``): "round1" (every client's
+    #: per-cluster means of the round-1 uploads), "round0" (the round-0 local centres, see
+    #: :meth:`_round0_local_centers`; methods without them fall back to "round1") or "both" (the union)
+    _chain_seeding = "round1"
+
+    def _round0_local_centers(self, summaries: list[Message], replies: list[Message]) -> dict | None:
+        """Client index -> (local centres (n_local, n_features), local_to_global (n_local,)) from the
+        round-0 summaries and replies, or None when the method's messages carry no such pairs (default:
+        summaries with ``centers`` and replies with a matching ``local_to_global``)."""
+        out = {}
+        for s, r in zip(summaries, replies):
+            centers, l2g = getattr(s, "centers", None), getattr(r, "local_to_global", None)
+            if centers is None or l2g is None or np.shape(l2g) != (np.shape(centers)[0],):
+                return None
+            out[s.client] = (np.asarray(centers, dtype=np.float64), np.asarray(l2g, dtype=np.int64))
+        return out
+
     def _refine_n_init(self) -> int:
         """Parallel refinement chains asked for (1 without the parameter)."""
         return int(getattr(self, "refine_n_init", 1) or 1)
@@ -504,8 +521,12 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _run_server_start(self, model: Message, replies: list[Message], summaries: list[Message], entropy: int,
                           restart: int, n_threads: int) -> tuple[list[Message], ServerState, bool]:
         """After the round-0 server phase: (broadcasts, server state, done)."""
-        state = ServerState(method=self._state_method(), round=0, model=model,
-                            values={"replies": replies, "clients": [s.client for s in summaries]})
+        values = {"replies": replies, "clients": [s.client for s in summaries]}
+        if self._refine_rounds() > 0 and self._refine_n_init() > 1 and self._chain_seeding in ("round0", "both"):
+            local = self._round0_local_centers(summaries, replies)
+            if local is not None:
+                values["round0_local"] = local
+        state = ServerState(method=self._state_method(), round=0, model=model, values=values)
         return replies, state, not self._multi_round()
 
     def _run_server_round(self, uploads: list[Message], server_state: ServerState, entropy: int, restart: int,
@@ -571,7 +592,12 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
                                               self.refine_tol, who=type(self).__name__)
             centers0 = np.asarray(model.centers, dtype=np.float64)
             new0, shift0, inertia0, n_empty0 = refine.server_update(uploads, centers0, setup)
-            seeded = refine.seed_chains(uploads, setup, s, rng)
+            local = values.get("round0_local")
+            points = refine.round0_seed_points(uploads, local) if local is not None else None
+            if points is not None and self._chain_seeding == "both":
+                extra = refine.round1_seed_points(uploads)
+                points = (np.concatenate([points[0], extra[0]]), np.concatenate([points[1], extra[1]]))
+            seeded = refine.seed_chains(uploads, setup, s, rng, points=points)
             chain_centers = [new0, *seeded] + [None] * (s - 1 - len(seeded))
             chain_cost = [float("nan")] * s
             chain_rounds = [1] + [0] * (s - 1)

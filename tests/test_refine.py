@@ -452,3 +452,43 @@ def test_server_names_the_client_whose_chain_upload_does_not_fit():
                          feature_stats=np.zeros((0, u.n_features)), n_features=u.n_features).addressed(client=1, round=2)
     with pytest.raises(MessageError, match="upload 1 of round 2 is a RefineStats, expected RefineChainStats"):
         est.server_round([out2[0], single], sst1, round=2, random_state=0)
+
+
+# ------------------------------------------------------------ chain seeding from the round-0 local centres
+def test_round0_seed_points_are_the_local_centres_weighted_by_their_share_of_the_counts():
+    from fastfc._refine import round0_seed_points
+
+    C0 = np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 5.0]])  # client 0: locals 0 and 1 merged into global 0
+    C1 = np.array([[9.0, 9.0], [4.0, 4.0]])  # client 1: local 0 -> global 2 (no rows there), local 1 -> global 1
+    up0 = RefineStats(counts=np.array([10, 7, 0]), sums=np.zeros((3, 2)), inertia=np.zeros(0),
+                      feature_stats=np.zeros((0, 2)), n_features=2).addressed(client=0)
+    up1 = RefineStats(counts=np.array([0, 6, 0]), sums=np.zeros((3, 2)), inertia=np.zeros(0),
+                      feature_stats=np.zeros((0, 2)), n_features=2).addressed(client=1)
+    local = {0: (C0, np.array([0, 0, 1])), 1: (C1, np.array([2, 1]))}
+    pts, wts = round0_seed_points([up0, up1], local)
+    np.testing.assert_array_equal(pts, np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 5.0], [4.0, 4.0]]))
+    np.testing.assert_array_equal(wts, [5.0, 5.0, 7.0, 6.0])
+    assert round0_seed_points([up0, up1], {0: local[0]}) is None  # a client without local centres: fall back
+
+
+@pytest.mark.parametrize("seeding", ["round0", "both"])
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_round0_seeding_keeps_chain_0_and_gives_one_client_distinct_chains(n_jobs, seeding):
+    """Seeding chains 1.. from the round-0 local centres (k' = 2k of them on one client; "both": with the
+    round-1 cluster means added) leaves chain 0 as it
+    is, seeds chains at other starts than chain 0 (with round-1 seeding one client's k cluster means make every
+    chain start at chain 0), and is deterministic for any thread count."""
+    X, _ = _blobs(15, n=1500, k=6, spread=2.2)
+    kw = dict(n_clusters=6, n_local_clusters=12, refine_rounds=6, refine_n_init=4, random_state=2)
+    old = KFed(**kw)
+    new = KFed(**kw)
+    new._chain_seeding = seeding
+    bo, _, lo, _ = _chain_run(old, [X], 2)
+    bn, _, ln, _ = _chain_run(new, [X], 2)
+    np.testing.assert_array_equal(bo[1][0].centers[:6], bn[1][0].centers[:6])
+    starts = np.asarray(bn[1][0].centers).reshape(4, 6, -1)
+    assert all(not np.allclose(np.sort(starts[c], axis=0), np.sort(starts[0], axis=0)) for c in range(1, 4))
+    a = KFed(n_jobs=n_jobs, **kw)
+    a._chain_seeding = seeding
+    a.fit_clients([X])
+    np.testing.assert_array_equal(a.labels_, ln)
