@@ -57,3 +57,18 @@ def load_published_split(split: str) -> tuple[list[np.ndarray], int]:
         raise NotImplementedError(f"{path} not found")
     X_clients, y_clients = load_client_npz(str(path))
     return X_clients, int(np.unique(np.concatenate(y_clients)).size)
+
+
+def proc_status(field: str) -> int:
+    """A ``/proc/self/status`` memory field of this process in bytes (``VmRSS``, ``VmHWM``)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def reset_peak_rss() -> None:
+    """Reset this process's resident-set high-water mark (``VmHWM``) to its current size (Linux)."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")

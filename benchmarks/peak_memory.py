@@ -46,17 +46,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks._provenance import run_with_out  # noqa: E402
+from benchmarks._shared import proc_status, reset_peak_rss  # noqa: E402
 
 METHODS = ["KMeans", "KFed", "FeCA", "FedKStarHC", "FedKMeans", "FedHIRE", "GOLD"]
 
-
-def _status(field: str) -> int:
-    """A ``/proc/self/status`` memory field in bytes (``VmRSS``, ``VmHWM``)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
 def make(method: str, n_jobs: int):
@@ -122,9 +115,8 @@ def child(cfg: dict) -> dict:
         data_bytes = X.nbytes
     gc.collect()
     est = make(method, cfg["n_jobs"])
-    base = _status("VmRSS")
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")
+    base = proc_status("VmRSS")
+    reset_peak_rss()
     t0 = time.perf_counter()
     if method == "KMeans":
         est.fit(X)
@@ -133,7 +125,7 @@ def child(cfg: dict) -> dict:
     else:
         est.fit(X, client_ids=ids)
     seconds = time.perf_counter() - t0
-    peak = _status("VmHWM")
+    peak = proc_status("VmHWM")
     added = max(peak - base, 0)
     return dict(cfg, data_bytes=data_bytes, added_bytes=added, ratio=(added + data_bytes) / data_bytes,
                 seconds=seconds)

@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 from _provenance import run_with_out
+from _shared import proc_status, reset_peak_rss
 
 ALL = ["fedhire", "feca", "kstar", "kstar_server"]
 
@@ -127,14 +128,6 @@ def row(method: str, config: str, n: int, n_clients: int, seconds: float, repeat
     return f"| {method} | {config} | {n:,} | {n_clients} | {seconds:.3f} | {repeats} | {ari_cell} |"
 
 
-def _status(field: str) -> int:
-    """A ``/proc/self/status`` memory field in bytes."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
 
 def ratio_child(cfg: dict) -> dict:
     """One ``ratio`` configuration, measured in this (fresh) process.
@@ -172,16 +165,15 @@ def ratio_child(cfg: dict) -> dict:
     peak = None
     for r in range(reps):
         est = make()
-        base = _status("VmRSS")
+        base = proc_status("VmRSS")
         if r == 0:
-            with open("/proc/self/clear_refs", "w") as fh:
-                fh.write("5")
+            reset_peak_rss()
         t0, c0 = time.perf_counter(), time.process_time()
         est.fit_clients(X_clients)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         if r == 0:
-            peak = (_status("VmHWM") - base) / size
+            peak = (proc_status("VmHWM") - base) / size
     ari = float(adjusted_rand_score(y, est.labels_))
     Xp = np.concatenate(X_clients)
     del X_clients
