@@ -181,6 +181,27 @@ def test_fedkmeans_seeding_from_another_method_equals_its_refinement():
         FedKMeans(init=FedKMeans()).fit_clients(Xc)
 
 
+@pytest.mark.parametrize("init", ["k-means++", FeCA(n_init=2)], ids=["kmeans++", "FeCA"])
+def test_fed_kmeans_builds_its_seeder_once_per_fit(init, monkeypatch):
+    """One seeder serves every phase of a fit; the result is the one of a fresh seeder per phase call."""
+    X, _ = _blobs(8, n=300)
+    Xc = _split(X, 3, 8)
+    make = FedKMeans._make_seeder
+    built = []
+    monkeypatch.setattr(FedKMeans, "_make_seeder", lambda self: built.append(1) or make(self))
+    params = dict(n_clusters=5, init=init, max_rounds=4, n_init=2, random_state=4, n_jobs=2)
+    a = FedKMeans(**params).fit_clients(Xc)
+    assert len(built) == 1
+    assert not hasattr(a, "_fit_seeder")  # nothing of the fit's seeder outlives the fit
+    monkeypatch.setattr(FedKMeans, "_seeder", lambda self: make(self))  # the former way: a seeder per call
+    b = FedKMeans(**params).fit_clients(Xc)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert a.global_model_.to_bytes() == b.global_model_.to_bytes()
+    np.testing.assert_array_equal(a.bytes_up_, b.bytes_up_)
+    np.testing.assert_array_equal(a.bytes_down_, b.bytes_down_)
+
+
 def test_final_broadcast_is_rejected_by_client_round_and_early_one_by_client_assign():
     X, _ = _blobs(7, n=300)
     Xc = _split(X, 2, 7)
