@@ -204,29 +204,10 @@ def test_library_bugs_show_a_traceback(bug, monkeypatch, capsys):
     assert "Traceback (most recent call last)" in err and "internal error" in err and "fastfc: error:" not in err
 
 
-def test_user_error_classification():
-    """fastfc's own validation errors and missing files are user errors; the same types from elsewhere are not."""
-    from fastfc.cli import _is_user_error
-    from fastfc.experiment import make_estimator
-
-    def caught(fn):
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - the test inspects it
-            return exc
-        raise AssertionError("no exception")
-
-    assert _is_user_error(caught(lambda: make_estimator("nosuch")))  # a `raise` in fastfc
-    assert _is_user_error(caught(lambda: open("/nonexistent/fastfc-test")))
-    assert not _is_user_error(caught(_bug))  # numpy, called from fastfc
-    assert not _is_user_error(caught(lambda: int("x")))  # outside fastfc
-    assert not _is_user_error(caught(lambda: {}["k"]))
-
-
-def test_user_error_rule_by_type_and_by_raise_statement(monkeypatch):
+def test_user_error_classification(monkeypatch):
     """The rule of ``_is_user_error``, both ways.
 
-    User errors: fastfc's own error types and scikit-learn's parameter validation wherever
+    User errors: missing files, fastfc's own error types and scikit-learn's parameter validation wherever
     raised, a check type raised by a ``raise`` statement of fastfc (read from the bytecode,
     so also without source files) or within fastfc's input validation. Bugs: the same check
     types raised by numpy on a fastfc line, by scikit-learn's validators outside fastfc's
@@ -260,12 +241,14 @@ def test_user_error_rule_by_type_and_by_raise_statement(monkeypatch):
         "invalid parameter": caught(lambda: KFed(n_clusters=3, units="bogus").fit(nan[1:].repeat(5, 0))),
         "fastfc raise statement": caught(lambda: make_estimator("nosuch")),
         "validation's sklearn verdict": caught(lambda: check_clients([nan])),
+        "missing file": caught(lambda: open("/nonexistent/fastfc-test")),
     }
     bugs = {
         "numpy on a fastfc line": caught(_bug),
         "sklearn validator outside fastfc": caught(lambda: check_array(nan)),
         "raise outside fastfc": caught(raise_here),
         "builtin outside fastfc": caught(lambda: int("x")),
+        "KeyError": caught(lambda: {}["k"]),
         "NotFittedError (the CLI never predicts unfitted)": caught(lambda: KFed(n_clusters=3).predict(nan)),
     }
     assert isinstance(user["MessageError raised by fastfc"], MessageError)
