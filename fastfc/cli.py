@@ -12,6 +12,11 @@ Errors
     in fastfc and shows its traceback (status 1). ``--debug`` always shows
     the traceback. With ``--json`` the error is also a JSON object
     ``{"error": {"type": ..., "message": ...}}`` on stdout.
+
+Warnings
+    A warning of the library during a command (a degenerate federation, ...)
+    prints one line ``fastfc: warning: Category: message`` on stderr, without
+    a source location (the warning filters, ``-W error`` included, apply as usual).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import json
 import os
 import sys
 import traceback
+import warnings as pywarnings
 from typing import Any, TextIO
 
 __all__ = ["main"]
@@ -875,6 +881,15 @@ def _report_error(exc: BaseException, *, status: int, as_json: bool, debug: bool
     return status
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library warning during a command: ``fastfc: warning: Category: message`` on stderr.
+
+    Without a source location: fastfc attributes its warnings to the caller's
+    code (:mod:`fastfc._warnings`), and a command-line user wrote none.
+    """
+    print(f"fastfc: warning: {category.__name__}: {message}", file=sys.stderr if file is None else file)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastfc`` command.
 
@@ -895,7 +910,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         as_json, debug = getattr(args, "json", False), args.debug
-        return args.handler(args)
+        with pywarnings.catch_warnings():
+            pywarnings.showwarning = _show_warning
+            return args.handler(args)
     except _UsageError as exc:
         if not as_json:
             argparse.ArgumentParser.error(exc.parser, str(exc))  # usage and message on stderr, exit 2

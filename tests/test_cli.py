@@ -256,6 +256,18 @@ def test_user_error_classification(monkeypatch):
     assert {k: _is_user_error(e) for k, e in bugs.items()} == dict.fromkeys(bugs, False)
 
 
+def test_library_warning_is_one_line_without_a_location(tmp_path, capsys):
+    """A warning of the fit during a command is one ``fastfc: warning:`` line, not ``<frozen runpy>:88: ...``."""
+    X = np.tile([1.0, 2.0], (40, 1))
+    path = tmp_path / "identical.npz"
+    np.savez(path, X0=X[:20], X1=X[20:], y0=np.zeros(20, int), y1=np.zeros(20, int))
+    assert main(["run", "fedhire", "--dataset", str(path), "--n-clusters", "2"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "Warning" in line]
+    assert lines == ["fastfc: warning: DegenerateFederationWarning: all rows of all clients are identical: returning 1 "
+                     "cluster(s) instead of n_clusters=2 (no clustering structure to split further)"]
+
+
 @pytest.mark.parametrize("argv", [
     ["run", "kfed", "--dataset", "iris", "--param", "local_n_init=-1"],  # scikit-learn's parameter validation
     ["run", "kfed", "--dataset", "NAN_CLIENTS", "--n-clusters", "2"],  # NaN rejected by fastfc's validation
