@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from numbers import Integral
@@ -18,6 +17,8 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
+
+from ._warnings import carry_caller, warn_caller
 
 __all__ = ["resolve_entropy", "phase_entropy", "RandomStateWarning", "client_rng", "server_rng", "sklearn_seed",
            "effective_n_jobs", "ThreadPlan", "plan_threads", "pinned_worker",
@@ -68,11 +69,11 @@ def phase_entropy(random_state, where: str) -> int:
             "entropy; pass the same int to every client and the server"
         )
     if random_state is None:
-        warnings.warn(
+        warn_caller(
             f"{where}: random_state is None, so fresh entropy is drawn for this call: the clients and the "
             "server will not agree on their random streams and the run is not reproducible; pass the same "
             "int to every party",
-            RandomStateWarning, stacklevel=3,
+            RandomStateWarning,
         )
     return resolve_entropy(random_state)
 
@@ -170,7 +171,8 @@ def map_clients(
         return out
     results: list[Any] = [None] * n_clients
     with ThreadPoolExecutor(max_workers=min(n_workers, n_clients)) as ex:
-        futures = {ex.submit(fn, i): i for i in range(n_clients)}
+        run = carry_caller(fn)  # the workers' warnings point at the caller's code, as with one worker
+        futures = {ex.submit(run, i): i for i in range(n_clients)}
         done = 0
         for fut in as_completed(futures):
             results[futures[fut]] = fut.result()

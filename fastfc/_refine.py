@@ -60,6 +60,41 @@ __all__ = ["RefineStats", "RefineCenters", "RefineChainStats", "RefineChainCente
            "label_sums", "server_update", "setup_from_moments", "round1_seed_points", "round0_seed_points", "seed_chains", "chain_update"]
 
 
+#: array specs shared by the refinement messages (each message lists its own in its wire order)
+_COUNTS = ArraySpec("i", 1, min_value=0)
+_SUMS = ArraySpec("f", 2)
+_INERTIA = ArraySpec("f", 1, min_value=0.0)
+_CHAINS = ArraySpec("i", 1, min_value=0)
+_CENTERS = ArraySpec("f", 2)
+_FEATURE_WEIGHT = ArraySpec("f", 1, min_value=0.0)
+
+
+class _CentersBroadcast:
+    """What the two centre broadcasts (:class:`RefineCenters`, :class:`RefineChainCenters`) share.
+
+    Optional per-feature weights (``feature_weight``: None is stored as empty,
+    raw units), the checks of the centres and of the weights around the
+    class's own row checks (:meth:`_check_rows`), and :attr:`weight`. A
+    mixin without fields: each message keeps its own fields, hence its wire bytes.
+    """
+
+    def __post_init__(self) -> None:
+        _units.fill_empty_array(self, "feature_weight", (0,))
+        super().__post_init__()
+
+    def _check_consistency(self) -> None:
+        self._check_rows(self._check_centers())
+        _units.check_unit_fields(self)
+
+    def _check_rows(self, n_rows: int) -> None:
+        """Checks of the ``n_rows`` rows of ``centers`` beyond their shape (none here)."""
+
+    @property
+    def weight(self) -> np.ndarray | None:
+        """The feature weights, or None in raw units."""
+        return np.asarray(self.feature_weight) if self.feature_weight.size else None
+
+
 @dataclass(frozen=True, eq=False)
 class RefineStats(Message):
     """One client's upload in a refinement round.
@@ -81,12 +116,7 @@ class RefineStats(Message):
 
     METHOD = "refine"
     KIND = "stats"
-    ARRAYS = {
-        "counts": ArraySpec("i", 1, min_value=0),
-        "sums": ArraySpec("f", 2),
-        "inertia": ArraySpec("f", 1, min_value=0.0),
-        "feature_stats": ArraySpec("f", 2),
-    }
+    ARRAYS = {"counts": _COUNTS, "sums": _SUMS, "inertia": _INERTIA, "feature_stats": ArraySpec("f", 2)}
     counts: np.ndarray
     sums: np.ndarray
     inertia: np.ndarray
@@ -106,7 +136,7 @@ class RefineStats(Message):
 
 
 @dataclass(frozen=True, eq=False)
-class RefineCenters(Message):
+class RefineCenters(_CentersBroadcast, Message):
     """The server's broadcast in a refinement round: the current global centres.
 
     Attributes
@@ -122,24 +152,11 @@ class RefineCenters(Message):
 
     METHOD = "refine"
     KIND = "centers"
-    ARRAYS = {"centers": ArraySpec("f", 2), "feature_weight": ArraySpec("f", 1, min_value=0.0)}
+    ARRAYS = {"centers": _CENTERS, "feature_weight": _FEATURE_WEIGHT}
     centers: np.ndarray
     n_features: int
     feature_weight: np.ndarray | None = None
     final: bool = False
-
-    def __post_init__(self) -> None:
-        _units.fill_empty_array(self, "feature_weight", (0,))
-        super().__post_init__()
-
-    def _check_consistency(self) -> None:
-        self._check_centers()
-        _units.check_unit_fields(self)
-
-    @property
-    def weight(self) -> np.ndarray | None:
-        """The feature weights, or None in raw units."""
-        return np.asarray(self.feature_weight) if self.feature_weight.size else None
 
 
 def _check_chains(message, n_rows: int) -> int:
@@ -177,12 +194,7 @@ class RefineChainStats(Message):
 
     METHOD = "refine"
     KIND = "chain_stats"
-    ARRAYS = {
-        "chains": ArraySpec("i", 1, min_value=0),
-        "counts": ArraySpec("i", 1, min_value=0),
-        "sums": ArraySpec("f", 2),
-        "inertia": ArraySpec("f", 1, min_value=0.0),
-    }
+    ARRAYS = {"chains": _CHAINS, "counts": _COUNTS, "sums": _SUMS, "inertia": _INERTIA}
     chains: np.ndarray
     counts: np.ndarray
     sums: np.ndarray
@@ -198,7 +210,7 @@ class RefineChainStats(Message):
 
 
 @dataclass(frozen=True, eq=False)
-class RefineChainCenters(Message):
+class RefineChainCenters(_CentersBroadcast, Message):
     """The server's broadcast in a refinement round with parallel chains (from round 1 on).
 
     Attributes
@@ -217,8 +229,7 @@ class RefineChainCenters(Message):
 
     METHOD = "refine"
     KIND = "chain_centers"
-    ARRAYS = {"chains": ArraySpec("i", 1, min_value=0), "centers": ArraySpec("f", 2),
-              "feature_weight": ArraySpec("f", 1, min_value=0.0)}
+    ARRAYS = {"chains": _CHAINS, "centers": _CENTERS, "feature_weight": _FEATURE_WEIGHT}
     chains: np.ndarray
     centers: np.ndarray
     n_clusters: int
@@ -226,20 +237,10 @@ class RefineChainCenters(Message):
     feature_weight: np.ndarray | None = None
     final: bool = False
 
-    def __post_init__(self) -> None:
-        _units.fill_empty_array(self, "feature_weight", (0,))
-        super().__post_init__()
-
-    def _check_consistency(self) -> None:
-        a = _check_chains(self, self._check_centers())
+    def _check_rows(self, n_rows: int) -> None:
+        a = _check_chains(self, n_rows)
         if self.final and a != 1:
             self._fail(f"a final broadcast carries one chain, got {a}")
-        _units.check_unit_fields(self)
-
-    @property
-    def weight(self) -> np.ndarray | None:
-        """The feature weights, or None in raw units."""
-        return np.asarray(self.feature_weight) if self.feature_weight.size else None
 
 
 #: the broadcasts that carry refined centres (a final one is what clients label their rows with)

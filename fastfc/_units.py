@@ -20,10 +20,11 @@ weight is 0 and :class:`ConstantFeatureWarning` names it.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from ._warnings import warn_caller
 
 __all__ = [
     "standardize_rows",
@@ -219,15 +220,15 @@ def global_scaler(moments: list[np.ndarray], *, who: str = "fastfc") -> FeatureS
     scaler = FeatureScaler.from_moments(mean, var)
     const = np.flatnonzero(scaler.constant)
     if const.size == scaler.weight.size:
-        warnings.warn(
+        warn_caller(
             f"{who}: every feature is constant over the federation, so all rows are identical; "
-            "they form a single cluster", ConstantFeatureWarning, stacklevel=3,
+            "they form a single cluster", ConstantFeatureWarning,
         )
     elif const.size:
         shown = ", ".join(map(str, const[:10])) + (", ..." if const.size > 10 else "")
-        warnings.warn(
+        warn_caller(
             f"{who}: feature(s) {shown} are constant over the federation and carry no distance",
-            ConstantFeatureWarning, stacklevel=3,
+            ConstantFeatureWarning,
         )
     return scaler
 

@@ -3,21 +3,30 @@
 
 Errors
     Expected user errors print one line ``fastfc: error: ...`` and exit with
-    status 2: bad arguments, a ``ValueError``/``TypeError``/``ImportError``
-    raised by one of fastfc's own checks (input validation, ``MessageError``,
-    a missing optional dependency) and missing or unreadable files. Anything
-    else is a bug in fastfc and shows its traceback (status 1). ``--debug``
-    always shows the traceback. With ``--json`` the error is also a JSON
-    object ``{"error": {"type": ..., "message": ...}}`` on stdout.
+    status 2 (the rule is :func:`_is_user_error`): bad arguments, missing or
+    unreadable files, fastfc's own error types (``MessageError``,
+    ``ModelFileError``, ``StateError``, ``TableError``) and scikit-learn's
+    parameter validation, and a ``ValueError``/``TypeError``/``ImportError``
+    that one of fastfc's ``raise`` statements raised or that its input
+    validation (:mod:`fastfc._validation`) let through. Anything else is a bug
+    in fastfc and shows its traceback (status 1). ``--debug`` always shows
+    the traceback. With ``--json`` the error is also a JSON object
+    ``{"error": {"type": ..., "message": ...}}`` on stdout.
+
+Warnings
+    A warning of the library during a command (a degenerate federation, ...)
+    prints one line ``fastfc: warning: Category: message`` on stderr, without
+    a source location (the warning filters, ``-W error`` included, apply as usual).
 """
 from __future__ import annotations
 
 import argparse
+import dis
 import json
-import linecache
 import os
 import sys
 import traceback
+import warnings as pywarnings
 from typing import Any, TextIO
 
 __all__ = ["main"]
@@ -36,10 +45,23 @@ _SPLIT_OPTIONS: dict[str, tuple[str | None, Any]] = {
 
 #: errors with a message meant for the user whatever raised them
 _FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
-#: errors that are user errors when a ``raise`` statement of fastfc raised them
-#: (a ValueError from numpy deep inside a kernel is a bug, not a user error)
+#: error types whose message is for the user whatever raised them: fastfc's own and scikit-learn's
+#: parameter validation (``module: class``; a class counts only once its module is loaded -- an
+#: exception of it cannot exist before -- so classifying an error imports nothing)
+_OWN_ERRORS = (
+    ("fastfc.protocol", "MessageError"),
+    ("fastfc.saving", "ModelFileError"),
+    ("fastfc._state", "StateError"),
+    ("fastfc.datasets._table", "TableError"),
+    ("sklearn.utils._param_validation", "InvalidParameterError"),
+)
+#: errors that are user errors when a ``raise`` statement of fastfc raised them or fastfc's input
+#: validation let them through (a ValueError from numpy deep inside a kernel is a bug, not a user error)
 _CHECK_ERRORS = (ValueError, TypeError, ImportError)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+#: the module whose every verdict is about the input, also those of the validators it calls (scikit-learn's)
+_VALIDATION_FILE = os.path.join(_PACKAGE_DIR, "_validation.py")
+_RAISE_OPCODE = dis.opmap["RAISE_VARARGS"]
 
 
 class _UsageError(Exception):
@@ -762,15 +784,42 @@ def _cmd_flower_local(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_error_types() -> tuple[type[BaseException], ...]:
+    """The loaded classes of :data:`_OWN_ERRORS`."""
+    modules = (sys.modules.get(module) for module, _ in _OWN_ERRORS)
+    return tuple(getattr(m, name) for m, (_, name) in zip(modules, _OWN_ERRORS) if m is not None)
+
+
+def _raised_by_fastfc_statement(tb) -> bool:
+    """Whether the traceback entry ``tb`` is a ``raise`` statement in fastfc's Python code.
+
+    Read from the bytecode (the instruction that raised), not the source: a
+    builtin or numpy call on a fastfc line raises from a call instruction, and
+    compiled kernels (Cython, Numba) have no fastfc ``.py`` frame at all.
+    """
+    code = tb.tb_frame.f_code
+    filename = os.path.abspath(code.co_filename)
+    if not (filename.startswith(_PACKAGE_DIR + os.sep) and filename.endswith(".py")):
+        return False
+    return 0 <= tb.tb_lasti < len(code.co_code) and code.co_code[tb.tb_lasti] == _RAISE_OPCODE
+
+
 def _is_user_error(exc: BaseException) -> bool:
     """Whether ``exc`` is an expected user error (one line) rather than a bug (traceback).
 
-    User errors are bad arguments, a command's own explained failure, missing
-    or unreadable files, and a ValueError, TypeError or ImportError raised
-    by a ``raise`` statement in fastfc (its input validation, ``MessageError``,
-    a missing optional dependency). The same types raised elsewhere (numpy
-    inside a kernel, a wrong call) are bugs. Without fastfc's source files
-    (so the raising line cannot be read) everything else counts as a bug.
+    User errors are:
+
+    - bad arguments, a command's own explained failure, missing or unreadable files;
+    - fastfc's own error types (:data:`_OWN_ERRORS`: ``MessageError``, ``ModelFileError``,
+      ``StateError``, ``TableError``) and scikit-learn's ``InvalidParameterError`` (a
+      ``--param`` value outside the estimator's constraints), raised only to reject input;
+    - a ``ValueError``, ``TypeError`` or ``ImportError`` raised by a ``raise`` statement
+      in fastfc's Python code (its checks, a missing optional dependency), or raised
+      within fastfc's input validation (:mod:`fastfc._validation`), whose calls into
+      scikit-learn's validators (NaN, infinity, shape) judge the input.
+
+    The same types raised elsewhere (numpy inside fastfc or a kernel, a wrong call)
+    are bugs, and so is everything else.
 
     Parameters
     ----------
@@ -780,16 +829,17 @@ def _is_user_error(exc: BaseException) -> bool:
     -------
     bool
     """
-    if isinstance(exc, (_UsageError, _CommandError, *_FILE_ERRORS)):
+    if isinstance(exc, (_UsageError, _CommandError, *_FILE_ERRORS, *_own_error_types())):
         return True
     if not isinstance(exc, _CHECK_ERRORS) or exc.__traceback__ is None:
         return False
     tb = exc.__traceback__
-    while tb.tb_next is not None:
+    while True:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == _VALIDATION_FILE:
+            return True
+        if tb.tb_next is None:
+            return _raised_by_fastfc_statement(tb)
         tb = tb.tb_next
-    filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
-    line = linecache.getline(filename, tb.tb_lineno).split()
-    return filename.startswith(_PACKAGE_DIR + os.sep) and bool(line) and line[0] == "raise"
 
 
 def _report_error(exc: BaseException, *, status: int, as_json: bool, debug: bool) -> int:
@@ -831,6 +881,15 @@ def _report_error(exc: BaseException, *, status: int, as_json: bool, debug: bool
     return status
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library warning during a command: ``fastfc: warning: Category: message`` on stderr.
+
+    Without a source location: fastfc attributes its warnings to the caller's
+    code (:mod:`fastfc._warnings`), and a command-line user wrote none.
+    """
+    print(f"fastfc: warning: {category.__name__}: {message}", file=sys.stderr if file is None else file)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastfc`` command.
 
@@ -851,7 +910,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         as_json, debug = getattr(args, "json", False), args.debug
-        return args.handler(args)
+        with pywarnings.catch_warnings():
+            pywarnings.showwarning = _show_warning
+            return args.handler(args)
     except _UsageError as exc:
         if not as_json:
             argparse.ArgumentParser.error(exc.parser, str(exc))  # usage and message on stderr, exit 2

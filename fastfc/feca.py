@@ -66,6 +66,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from . import _units
 from ._kernels import _feca as K
 from ._state import ClientState
+from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, Message, MessageError
 
@@ -1033,10 +1034,10 @@ class FeCA(BaseFederatedClusterer):
         if weight is not None:
             centers = scaler.inverse(centers)
         if centers.shape[0] < self.n_clusters:
-            warnings.warn(
+            warn_caller(
                 f"FeCA: the server formed only {n_groups} group(s) from {C.shape[0]} uploaded centroids, "
                 f"fewer than n_clusters={self.n_clusters}; returning {centers.shape[0]} centres",
-                FewerGroupsWarning, stacklevel=3,
+                FewerGroupsWarning,
             )
         d = C.shape[1]
         model = FeCAModel(centers=centers, group_sizes=sizes, n_groups=n_groups, n_features=d, feature_weight=weight)

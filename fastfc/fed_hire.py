@@ -24,7 +24,6 @@ The numeric engine is :mod:`fastfc._cpl` on the Numba kernels of
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -35,6 +34,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
 from ._state import ClientState
 from ._units import standardize_rows
+from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, Message
 
@@ -217,10 +217,10 @@ def fcpl_client(
     """
     n = X.shape[0]
     if n == 1:
-        warnings.warn(
+        warn_caller(
             "a client holds a single row: its upload is that row itself, and the server clusters it "
             "as one point",
-            DegenerateFederationWarning, stacklevel=2,
+            DegenerateFederationWarning,
         )
     k = candidate_count(ratio, n)
     if max_candidates is not None:
@@ -396,10 +396,10 @@ def _server_view(C: np.ndarray, standardize: bool) -> np.ndarray:
     Cs, _, scale = standardize_rows(C, _SERVER_BANDWIDTH)
     const = np.flatnonzero(np.ptp(C, axis=0) == 0)
     if const.size and const.size < C.shape[1]:
-        warnings.warn(
+        warn_caller(
             f"feature(s) {const[:10].tolist()}{' ...' if const.size > 10 else ''} take one value in every "
             "client's upload: they carry no information and are ignored",
-            DegenerateFederationWarning, stacklevel=4,
+            DegenerateFederationWarning,
         )
     return Cs
 
@@ -410,10 +410,10 @@ def _degenerate_fusion(C: np.ndarray, n_clusters: int) -> tuple[np.ndarray, np.n
     inv = inv.reshape(-1).astype(np.int64)
     what = ("all rows of all clients are identical" if U.shape[0] == 1
             else f"the clients' uploads hold only {U.shape[0]} distinct points")
-    warnings.warn(
+    warn_caller(
         f"{what}: returning {U.shape[0]} cluster(s) instead of n_clusters={n_clusters} "
         "(no clustering structure to split further)",
-        DegenerateFederationWarning, stacklevel=4,
+        DegenerateFederationWarning,
     )
     return inv, inv[:, None].copy()
 

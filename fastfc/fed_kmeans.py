@@ -134,6 +134,15 @@ class FedKMeans(BaseFederatedClusterer):
 
     # the seeding method ---------------------------------------------------
     def _seeder(self) -> BaseFederatedClusterer:
+        """The seeding estimator: the running fit's (built once per fit), else a fresh one.
+
+        A phase method called on its own (the phase API, Flower) builds its own: each
+        party's call stands alone.
+        """
+        seeder = self.__dict__.get("_fit_seeder")
+        return seeder if seeder is not None else self._make_seeder()
+
+    def _make_seeder(self) -> BaseFederatedClusterer:
         if isinstance(self.init, str):
             from .kfed import KFed
 
@@ -178,6 +187,14 @@ class FedKMeans(BaseFederatedClusterer):
 
     def _check_clients_vs_params(self, X_clients: list[np.ndarray]) -> None:
         self._seeder()._check_clients_vs_params(X_clients)
+
+    def _fit_clients_validated(self, X_clients: list[np.ndarray], progress=None) -> None:
+        # one seeder for every phase of this fit (the seeders' phases do not change the estimator)
+        self._fit_seeder = self._make_seeder()
+        try:
+            super()._fit_clients_validated(X_clients, progress)
+        finally:
+            del self._fit_seeder
 
     # round 0 = the seeder's phases ------------------------------------------
     def _summarize(self, X, rng, n_threads):

@@ -58,7 +58,6 @@ spec's §8 and followed here unless stated):
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -70,6 +69,7 @@ from . import _units
 from ._kernels import _kstar
 from ._parallel import sklearn_seed
 from ._state import ClientState
+from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, LocalToGlobalReply, Message, MessageError
 
@@ -615,10 +615,10 @@ def subcluster_statistics(
         subs[lo:hi] = means[g] + z @ (V * np.sqrt(np.clip(lam, 0.0, None))).T
     stds[counts == 1] = 0.0
     if (counts == 1).any():
-        warnings.warn(
+        warn_caller(
             f"{int((counts == 1).sum())} subcluster(s) have a single row: their uploaded mean (and substitute row) "
             "equals the raw row (privacy leak); raise min_frac or min_size to avoid it",
-            RuntimeWarning, stacklevel=3,
+            RuntimeWarning,
         )
     return counts, means, radii, stds, subs
 
@@ -1549,11 +1549,11 @@ class FedKStarHC(BaseFederatedClusterer):
         labels = model.subcluster_labels
         k = int(model.centers.shape[0])
         if k > 1 and len(summaries) > k and (sizes == 1).all():
-            warnings.warn(
+            warn_caller(
                 f"every client uploaded a single subcluster, so the server could only group whole clients: "
                 f"the {k} clusters follow client boundaries, not the data (clients too small for min_size="
                 f"{self.min_size if self.min_size is not None else 'default'}?)",
-                RuntimeWarning, stacklevel=3,
+                RuntimeWarning,
             )
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         replies = [
@@ -1573,10 +1573,10 @@ class FedKStarHC(BaseFederatedClusterer):
         scores = np.zeros(0)
         merges, heights = np.zeros((0, 2), dtype=np.int64), np.zeros(0)
         if not (std > IDENTICAL_RTOL * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)).any():
-            warnings.warn(
+            warn_caller(
                 f"all {n} rows are identical (every feature's spread is below {IDENTICAL_RTOL:g} of its value): "
                 "returning one cluster" + ("" if self.n_clusters in (None, 1) else f" instead of {self.n_clusters}"),
-                RuntimeWarning, stacklevel=4,
+                RuntimeWarning,
             )
             labels = np.zeros(k0, dtype=np.int64)
         else:
@@ -1595,8 +1595,8 @@ class FedKStarHC(BaseFederatedClusterer):
             else:
                 k = int(self.n_clusters)
                 if k > k0:
-                    warnings.warn(f"n_clusters={k} is larger than the {k0} subclusters the clients uploaded: "
-                                  f"returning {k0} clusters", RuntimeWarning, stacklevel=4)
+                    warn_caller(f"n_clusters={k} is larger than the {k0} subclusters the clients uploaded: "
+                                f"returning {k0} clusters", RuntimeWarning)
                     k = k0
             labels = cut_tree(merges, k0, k)
         k = int(labels.max()) + 1

@@ -36,6 +36,7 @@ from . import _units
 from ._parallel import sklearn_seed
 from ._state import ClientState
 from ._validation import row_counts
+from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, LocalToGlobalReply, Message, MessageError
 
@@ -241,9 +242,9 @@ def lloyd_from(X: np.ndarray, init: np.ndarray, *, max_iter: int, tol: float, in
     centers += X_mean
     distinct = len(set(labels))
     if distinct < init.shape[0]:
-        warnings.warn(
+        warn_caller(
             f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({init.shape[0]}). "
-            "Possibly due to duplicate points in X.", ConvergenceWarning, stacklevel=2,
+            "Possibly due to duplicate points in X.", ConvergenceWarning,
         )
     return centers, labels, inertia
 

@@ -204,10 +204,24 @@ def test_library_bugs_show_a_traceback(bug, monkeypatch, capsys):
     assert "Traceback (most recent call last)" in err and "internal error" in err and "fastfc: error:" not in err
 
 
-def test_user_error_classification():
-    """fastfc's own validation errors and missing files are user errors; the same types from elsewhere are not."""
+def test_user_error_classification(monkeypatch):
+    """The rule of ``_is_user_error``, both ways.
+
+    User errors: missing files, fastfc's own error types and scikit-learn's parameter validation wherever
+    raised, a check type raised by a ``raise`` statement of fastfc (read from the bytecode,
+    so also without source files) or within fastfc's input validation. Bugs: the same check
+    types raised by numpy on a fastfc line, by scikit-learn's validators outside fastfc's
+    validation, or by a ``raise`` outside fastfc; any other type.
+    """
+    import linecache
+
+    from sklearn.utils import check_array
+
+    from fastfc import KFed
+    from fastfc._validation import check_clients
     from fastfc.cli import _is_user_error
     from fastfc.experiment import make_estimator
+    from fastfc.protocol import MessageError, decode_message
 
     def caught(fn):
         try:
@@ -216,11 +230,57 @@ def test_user_error_classification():
             return exc
         raise AssertionError("no exception")
 
-    assert _is_user_error(caught(lambda: make_estimator("nosuch")))  # a `raise` in fastfc
-    assert _is_user_error(caught(lambda: open("/nonexistent/fastfc-test")))
-    assert not _is_user_error(caught(_bug))  # numpy, called from fastfc
-    assert not _is_user_error(caught(lambda: int("x")))  # outside fastfc
-    assert not _is_user_error(caught(lambda: {}["k"]))
+    def raise_here():
+        raise ValueError("a check of someone else's code")
+
+    nan = np.array([[0.0, np.nan], [1.0, 2.0]])
+    monkeypatch.setattr(linecache, "getline", lambda *a, **k: "")  # no source: the rule must not need it
+    user = {
+        "MessageError raised by fastfc": caught(lambda: decode_message(b"not a message")),
+        "MessageError raised elsewhere": MessageError("own type, whoever raised it"),
+        "invalid parameter": caught(lambda: KFed(n_clusters=3, units="bogus").fit(nan[1:].repeat(5, 0))),
+        "fastfc raise statement": caught(lambda: make_estimator("nosuch")),
+        "validation's sklearn verdict": caught(lambda: check_clients([nan])),
+        "missing file": caught(lambda: open("/nonexistent/fastfc-test")),
+    }
+    bugs = {
+        "numpy on a fastfc line": caught(_bug),
+        "sklearn validator outside fastfc": caught(lambda: check_array(nan)),
+        "raise outside fastfc": caught(raise_here),
+        "builtin outside fastfc": caught(lambda: int("x")),
+        "KeyError": caught(lambda: {}["k"]),
+        "NotFittedError (the CLI never predicts unfitted)": caught(lambda: KFed(n_clusters=3).predict(nan)),
+    }
+    assert isinstance(user["MessageError raised by fastfc"], MessageError)
+    assert {k: _is_user_error(e) for k, e in user.items()} == dict.fromkeys(user, True)
+    assert {k: _is_user_error(e) for k, e in bugs.items()} == dict.fromkeys(bugs, False)
+
+
+def test_library_warning_is_one_line_without_a_location(tmp_path, capsys):
+    """A warning of the fit during a command is one ``fastfc: warning:`` line, not ``<frozen runpy>:88: ...``."""
+    X = np.tile([1.0, 2.0], (40, 1))
+    path = tmp_path / "identical.npz"
+    np.savez(path, X0=X[:20], X1=X[20:], y0=np.zeros(20, int), y1=np.zeros(20, int))
+    assert main(["run", "fedhire", "--dataset", str(path), "--n-clusters", "2"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "Warning" in line]
+    assert lines == ["fastfc: warning: DegenerateFederationWarning: all rows of all clients are identical: returning 1 "
+                     "cluster(s) instead of n_clusters=2 (no clustering structure to split further)"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "kfed", "--dataset", "iris", "--param", "local_n_init=-1"],  # scikit-learn's parameter validation
+    ["run", "kfed", "--dataset", "NAN_CLIENTS", "--n-clusters", "2"],  # NaN rejected by fastfc's validation
+])
+def test_rejected_input_is_a_one_line_user_error(argv, tmp_path, capsys):
+    """Input rejected by a validator fastfc calls is the user's error: one line, exit 2, no traceback."""
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    X[3, 1] = np.nan
+    path = tmp_path / "nan_clients.npz"
+    np.savez(path, X0=X[:10], X1=X[10:], y0=np.zeros(10, int), y1=np.zeros(10, int))
+    assert main([str(path) if a == "NAN_CLIENTS" else a for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("fastfc: error: ")
 
 
 def test_debug_shows_the_traceback_of_a_user_error(capsys):

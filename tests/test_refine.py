@@ -1,6 +1,7 @@
 """Refinement rounds (federated Lloyd after any one-shot method) and FedKMeans."""
 from __future__ import annotations
 
+import hashlib
 import warnings
 
 import numpy as np
@@ -8,10 +9,10 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from fastfc import FeCA, FedHIRE, FedKMeans, FedKStarHC, GOLD, KFed
-from fastfc._refine import RefineCenters, RefineStats
+from fastfc._refine import RefineCenters, RefineChainCenters, RefineChainStats, RefineStats
 from fastfc.base import ClientState
 from fastfc.datasets import SanityCase, make_sanity_case
-from fastfc.protocol import decode_message
+from fastfc.protocol import MessageError, decode_message
 
 ESTIMATORS = [KFed, FeCA, FedHIRE, GOLD, FedKStarHC]
 EPS = np.finfo(np.float64).eps
@@ -179,6 +180,27 @@ def test_fedkmeans_seeding_from_another_method_equals_its_refinement():
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
     with pytest.raises(TypeError, match="init must be"):
         FedKMeans(init=FedKMeans()).fit_clients(Xc)
+
+
+@pytest.mark.parametrize("init", ["k-means++", FeCA(n_init=2)], ids=["kmeans++", "FeCA"])
+def test_fed_kmeans_builds_its_seeder_once_per_fit(init, monkeypatch):
+    """One seeder serves every phase of a fit; the result is the one of a fresh seeder per phase call."""
+    X, _ = _blobs(8, n=300)
+    Xc = _split(X, 3, 8)
+    make = FedKMeans._make_seeder
+    built = []
+    monkeypatch.setattr(FedKMeans, "_make_seeder", lambda self: built.append(1) or make(self))
+    params = dict(n_clusters=5, init=init, max_rounds=4, n_init=2, random_state=4, n_jobs=2)
+    a = FedKMeans(**params).fit_clients(Xc)
+    assert len(built) == 1
+    assert not hasattr(a, "_fit_seeder")  # nothing of the fit's seeder outlives the fit
+    monkeypatch.setattr(FedKMeans, "_seeder", lambda self: make(self))  # the former way: a seeder per call
+    b = FedKMeans(**params).fit_clients(Xc)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert a.global_model_.to_bytes() == b.global_model_.to_bytes()
+    np.testing.assert_array_equal(a.bytes_up_, b.bytes_up_)
+    np.testing.assert_array_equal(a.bytes_down_, b.bytes_down_)
 
 
 def test_final_broadcast_is_rejected_by_client_round_and_early_one_by_client_assign():
@@ -492,3 +514,117 @@ def test_round0_seeding_keeps_chain_0_and_gives_one_client_distinct_chains(n_job
     a._chain_seeding = seeding
     a.fit_clients([X])
     np.testing.assert_array_equal(a.labels_, ln)
+
+
+# ------------------------------------------------- the refinement messages' wire bytes and checks
+def _fixed_refine_messages():
+    rng = np.random.default_rng(20261125)
+    k, d = 3, 4
+    w = np.array([0.5, 0.0, 2.0, 1.25])
+    fs = np.vstack([np.full(d, 7.0), rng.normal(size=d), rng.uniform(0.1, 2, d)])
+    return {
+        "stats-round1": RefineStats(counts=np.array([3, 0, 4]), sums=rng.normal(size=(k, d)), inertia=np.zeros(0),
+                                    feature_stats=fs, n_features=d).addressed(client=2, round=1),
+        "stats-round2": RefineStats(counts=np.array([1, 5, 1]), sums=rng.normal(size=(k, d)),
+                                    inertia=rng.uniform(0, 3, k), feature_stats=np.zeros((0, d)), n_features=d),
+        "centers": RefineCenters(centers=rng.normal(size=(k, d)), n_features=d).addressed(client=0, round=2),
+        "centers-weighted-final": RefineCenters(centers=rng.normal(size=(k, d)).astype(np.float32), n_features=d,
+                                                feature_weight=w, final=True).addressed(client=1, round=5),
+        "chain-stats": RefineChainStats(chains=np.array([0, 2]), counts=np.arange(2 * k), sums=rng.normal(size=(2 * k, d)),
+                                        inertia=rng.uniform(0, 1, 2 * k), n_clusters=k, n_features=d).addressed(client=3, round=2),
+        "chain-centers": RefineChainCenters(chains=np.array([1, 2, 4]), centers=rng.normal(size=(3 * k, d)), n_clusters=k,
+                                            n_features=d, feature_weight=w).addressed(client=0, round=3),
+        "chain-centers-final": RefineChainCenters(chains=np.array([2]), centers=rng.normal(size=(k, d)), n_clusters=k,
+                                                  n_features=d, final=True),
+    }
+
+
+#: SHA-256 of ``to_bytes()`` of each message above, recorded on main (fec0e4c) before the classes were refactored
+REFINE_MESSAGE_SHA256 = {
+    "stats-round1": "3a1a70819a2d52c12619971a14dee3667570a1cddf97e696a0c9b0fd0ce77da0",
+    "stats-round2": "7c6a516f4af1585e35db6c10731ef93835ec6b057f441921e805629c967ec4c4",
+    "centers": "fa140caa8f9020faaa7b6c98850dd269d0b1f944068f726b86afd213a1c0d147",
+    "centers-weighted-final": "0fbba8d02b9a7828f5c340660eab56e78880a75e80df3c3ce8f01e42c21aa05d",
+    "chain-stats": "d0b23dbb8b6029031ebc5353512a3bb60db6c20f7a491757ed17d980c6daaecc",
+    "chain-centers": "ed424664750b2542581b858c4629137efed46202071525421c2581809c0eacc5",
+    "chain-centers-final": "cb8b5a913e0b6c03dd86dbe69510cb2b9c0c22e7f2f98dd0775985260222fd66",
+}
+
+_K, _D = 2, 3
+
+
+def _stats(**kw):
+    base = dict(counts=np.ones(_K, int), sums=np.zeros((_K, _D)), inertia=np.zeros(0),
+                feature_stats=np.zeros((0, _D)), n_features=_D)
+    return RefineStats(**{**base, **kw})
+
+
+def _chain_stats(rows=_K, **kw):
+    base = dict(chains=np.array([0]), counts=np.zeros(rows, int), sums=np.zeros((rows, _D)), inertia=np.zeros(rows),
+                n_clusters=_K, n_features=_D)
+    return RefineChainStats(**{**base, **kw})
+
+
+def _chain_centers(rows=_K, **kw):
+    return RefineChainCenters(**{**dict(chains=np.array([0]), centers=np.zeros((rows, _D)), n_clusters=_K,
+                                        n_features=_D), **kw})
+
+
+#: invalid constructions of the refinement messages (their MessageError: REFINE_REJECTIONS)
+BAD_REFINE_MESSAGES = {
+    "stats-no-cluster": lambda: _stats(counts=np.zeros(0, int), sums=np.zeros((0, _D))),
+    "stats-sums-shape": lambda: _stats(sums=np.zeros((_K, _D + 1))),
+    "stats-inertia-shape": lambda: _stats(inertia=np.zeros(_K + 1)),
+    "stats-count-row": lambda: _stats(feature_stats=np.array([[1.0, 2, 1], [0, 0, 0], [1, 1, 1]])),
+    "stats-negative-count": lambda: _stats(counts=np.array([1, -1])),
+    "centers-shape": lambda: RefineCenters(centers=np.zeros((_K, _D + 1)), n_features=_D),
+    "centers-weight-shape": lambda: RefineCenters(centers=np.zeros((_K, _D)), n_features=_D,
+                                                  feature_weight=np.ones(_D + 1)),
+    "centers-negative-weight": lambda: RefineCenters(centers=np.zeros((_K, _D)), n_features=_D,
+                                                     feature_weight=-np.ones(_D)),
+    "chain-stats-no-chain": lambda: _chain_stats(rows=0, chains=np.zeros(0, int)),
+    "chain-stats-order": lambda: _chain_stats(rows=2 * _K, chains=np.array([2, 1])),
+    "chain-stats-rows": lambda: _chain_stats(rows=_K + 1),
+    "chain-stats-zero-k": lambda: _chain_stats(rows=0, n_clusters=0),
+    "chain-stats-inertia": lambda: _chain_stats(inertia=np.zeros(_K - 1)),
+    "chain-centers-final-two": lambda: _chain_centers(rows=2 * _K, chains=np.array([0, 1]), final=True),
+    "chain-centers-rows": lambda: _chain_centers(chains=np.array([0, 1])),
+    "chain-centers-weight": lambda: _chain_centers(feature_weight=np.ones(2)),
+}
+
+#: the MessageError of each, recorded on main (fec0e4c) before the classes were refactored
+REFINE_REJECTIONS = {
+    'stats-no-cluster': 'RefineStats: counts must have one entry per global cluster (at least one)',
+    'stats-sums-shape': 'RefineStats: sums shape (2, 4) does not match (2, 3)',
+    'stats-inertia-shape': 'RefineStats: inertia shape (3,) must be (2,) or (0,)',
+    'stats-count-row': 'RefineStats: feature_stats: the count row must be the same for every feature',
+    'stats-negative-count': 'RefineStats.counts: values must be >= 0, found -1',
+    'centers-shape': 'RefineCenters: centers shape (2, 4) does not match (k >= 1, n_features=3)',
+    'centers-weight-shape': 'RefineCenters: feature_weight shape (4,) is neither (3,) nor empty',
+    'centers-negative-weight': 'RefineCenters.feature_weight: values must be >= 0.0, found -1.0',
+    'chain-stats-no-chain': 'RefineChainStats: chains must name at least one chain',
+    'chain-stats-order': 'RefineChainStats: chains must be strictly increasing (no chain twice), got [2, 1]',
+    'chain-stats-rows': 'RefineChainStats: 3 rows do not match 1 chain(s) x n_clusters=2',
+    'chain-stats-zero-k': 'RefineChainStats: n_clusters must be >= 1, got 0',
+    'chain-stats-inertia': 'RefineChainStats: inertia shape (1,) does not match (2,)',
+    'chain-centers-final-two': 'RefineChainCenters: a final broadcast carries one chain, got 2',
+    'chain-centers-rows': 'RefineChainCenters: 2 rows do not match 2 chain(s) x n_clusters=2',
+    'chain-centers-weight': 'RefineChainCenters: feature_weight shape (2,) is neither (3,) nor empty',
+}
+
+
+def test_refine_messages_encode_to_the_recorded_bytes():
+    """The four refinement message kinds encode exactly as recorded (the wire format is fixed) and read back."""
+    messages = _fixed_refine_messages()
+    assert {name: hashlib.sha256(m.to_bytes()).hexdigest() for name, m in messages.items()} == REFINE_MESSAGE_SHA256
+    for m in messages.values():
+        assert decode_message(m.to_bytes()).to_bytes() == m.to_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(BAD_REFINE_MESSAGES))
+def test_refine_messages_reject_as_recorded(name):
+    """Each invalid refinement message is refused with the message recorded before the refactoring."""
+    make, expected = BAD_REFINE_MESSAGES[name], REFINE_REJECTIONS[name]
+    with pytest.raises(MessageError) as info:
+        make()
+    assert str(info.value) == expected

@@ -2,7 +2,7 @@
 
 Round trips (predict and every fitted attribute identical, also in a new process), the rule for
 parameters that are estimators or cannot be saved, the format's refusals (newer version, another
-method, tampering) and a fuzz of the loader in the manner of ``test_protocol_fuzz.py``: whatever
+method, tampering) and a fuzz of the loader (``fuzz_harness.py``, shared with ``test_protocol_fuzz.py``): whatever
 bytes arrive, ``model_from_bytes`` returns a working estimator or raises ``ModelFileError``, quickly.
 """
 from __future__ import annotations
@@ -17,7 +17,10 @@ import zipfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from fuzz_harness import (
+    READ_BUDGET, apply_mutations, byte_flip, fuzz_settings, json_edit, json_values, reads_or_rejects, truncation,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.exceptions import NotFittedError
 
@@ -28,8 +31,6 @@ from fastfc.protocol import Message
 from fastfc.saving import (
     MODEL_FORMAT_VERSION, ModelFileError, _digest, model_from_bytes, model_to_bytes,
 )
-
-READ_BUDGET = 2.0
 
 
 def _iris_clients():
@@ -340,44 +341,21 @@ def test_a_member_claiming_a_huge_shape_is_refused_before_allocating(kfed_bytes)
 json_scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
                 | st.text(max_size=6) | st.sampled_from(["array", "message", "estimator", "float", "list", "dict",
                                                          "tuple", "a0", "a1", "nan", "KFed", "FeCA", "<f8", "|O"]))
-json_values = st.recursive(
-    json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["t", "v", "key", "class", "params", "object", "dtype", "shape"]) | st.text(max_size=4),
-        inner, max_size=3), max_leaves=8)
+json_keys = st.sampled_from(["t", "v", "key", "class", "params", "object", "dtype", "shape"]) | st.text(max_size=4)
 
 
-def _paths(node, prefix=()):
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in items:
-        yield prefix + (key,)
-        yield from _paths(child, prefix + (key,))
-
-
-@st.composite
-def header_edit(draw):
-    """Set, delete or add one entry anywhere in the header to a random JSON value."""
-    choice, value, new_key = draw(st.integers(0, 10**6)), draw(json_values), draw(st.text(max_size=6))
-    op = draw(st.sampled_from(["set", "delete", "add"]))
-
+def _header_edit(edit):
+    """A members edit: ``edit`` applied to the parsed header, which is written back (re-serialised) either way."""
     def apply(members):
         header = _header(members)
-        paths = list(_paths(header))
-        if paths:
-            *parent_path, key = paths[choice % len(paths)]
-            parent = header
-            for k in parent_path:
-                parent = parent[k]
-            if op == "set":
-                parent[key] = value
-            elif op == "delete":
-                del parent[key]
-            elif isinstance(parent, dict):
-                parent[new_key] = value
-            else:
-                parent.append(value)
+        edit(header)
         members["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
 
     return ("members", apply)
+
+
+#: set, delete or add one entry anywhere in the header to a random JSON value
+header_edit = json_edit(json_values(json_scalars, keys=json_keys, max_leaves=8)).map(_header_edit)
 
 
 @st.composite
@@ -404,62 +382,49 @@ def member_edit(draw):
     return ("members", apply)
 
 
-def _flip(pos: int, mask: int):
-    def apply(data: bytes) -> bytes:
-        i = pos % len(data) if data else 0
-        return data[:i] + bytes([data[i] ^ mask]) + data[i + 1:] if data else data
-
-    return ("bytes", apply)
+mutation = header_edit | member_edit() | truncation | byte_flip
 
 
-truncation = st.builds(lambda n: ("bytes", lambda data: data[:n % (len(data) + 1)]), st.integers(0, 10**6))
-byte_flip = st.builds(_flip, st.integers(0, 10**6), st.integers(1, 255))
-mutation = header_edit() | member_edit() | truncation | byte_flip
+def _edit_members(data: bytes, fn, reseal: bool) -> bytes:
+    """Apply a members edit to the archive's members and rebuild it (resealed if asked and it has a header)."""
+    try:
+        members = _members(data)
+    except Exception:  # an earlier mutation broke the archive: nothing to edit
+        return data
+    if "__header__" not in members:
+        return data
+    try:
+        fn(members)
+    except (ValueError, TypeError):  # the edit does not apply to this member
+        return data
+    return _rebuild(members, reseal=reseal and "__header__" in members)
 
 
 def _apply(data: bytes, mutations, reseal: bool) -> bytes:
-    for kind, fn in mutations:
-        if kind == "bytes":
-            data = fn(data)
-            continue
-        try:
-            members = _members(data)
-        except Exception:  # an earlier mutation broke the archive: nothing to edit
-            continue
-        if "__header__" not in members:
-            continue
-        try:
-            fn(members)
-        except (ValueError, TypeError):  # the edit does not apply to this member
-            continue
-        if "__header__" not in members:
-            data = _rebuild(members, reseal=False)
-            continue
-        data = _rebuild(members, reseal=reseal)
-    return data
+    return apply_mutations(data, mutations, lambda data, kind, fn: _edit_members(data, fn, reseal))
 
 
-def _loads_or_rejects(data: bytes, X: np.ndarray) -> None:
-    start = time.perf_counter()
-    try:
-        est = model_from_bytes(data)
-    except ModelFileError:
-        pass
-    else:
+def _check_loaded(X: np.ndarray):
+    """A loaded estimator predicts valid labels and saves again."""
+    def check(read, est) -> None:
         assert isinstance(est, fastfc.base.BaseFederatedClusterer)
         if hasattr(est, "cluster_centers_"):
             labels = est.predict(X[:, : est.n_features_in_] if X.shape[1] >= est.n_features_in_ else
                                  np.zeros((3, est.n_features_in_)))
             assert labels.dtype == np.int32 and labels.min() >= 0 and labels.max() < est.n_clusters_
         assert model_from_bytes(model_to_bytes(est)) is not None
-    assert time.perf_counter() - start < READ_BUDGET
+
+    return check
+
+
+def _loads_or_rejects(data: bytes, X: np.ndarray) -> None:
+    reads_or_rejects(data, (model_from_bytes,), ModelFileError, _check_loaded(X))
 
 
 FUZZ_NAMES = ["KFed", "KFed-refined", "FeCA", "GOLD", "FedKStarHC", "FedKMeans-init-FeCA"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@fuzz_settings(150)
 @given(name=st.sampled_from(FUZZ_NAMES), mutations=st.lists(mutation, min_size=1, max_size=3), reseal=st.booleans())
 def test_damaged_model_files_load_or_raise_model_file_error(fitted, name, mutations, reseal):
     """Random damage to a valid model file: the loader returns a working estimator or raises ModelFileError, fast."""
@@ -468,8 +433,7 @@ def test_damaged_model_files_load_or_raise_model_file_error(fitted, name, mutati
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])
+@fuzz_settings(3000)
 @given(name=st.sampled_from(FUZZ_NAMES), mutations=st.lists(mutation, min_size=1, max_size=3), reseal=st.booleans())
 def test_damaged_model_files_load_or_raise_model_file_error_long(fitted, name, mutations, reseal):
     """The same property over many more examples."""
