@@ -17,8 +17,10 @@ from sklearn.metrics import adjusted_rand_score
 from fastfc import FedKStarHC
 from fastfc.datasets._sanity import SanityCase, make_sanity_case
 from fastfc.fed_kstar_hc import (
+    BIC_EFF_LEAF_EXPONENT,
     BIC_PSEUDO_ROWS,
     MICRO_BUDGET_CAP,
+    bic_sample_size,
     cut_tree,
     drop_small,
     moment_tree,
@@ -219,8 +221,9 @@ def test_moment_tree_matches_numpy_reference(dtype, linkage):
     assert gain.sum() == pytest.approx(between, rel=1e-9)
 
 
-def _bic_from_rows(X, groups, kappa):
-    """BIC of a hard partition of the rows, each group one diagonal Gaussian (plain NumPy)."""
+def _bic_from_rows(X, groups, kappa, n_eff=None):
+    """BIC of a hard partition of the rows, each group one diagonal Gaussian (plain NumPy);
+    with ``n_eff`` each row counts as ``n_eff / n`` observations and the penalty is ``log n_eff``."""
     n, _ = X.shape
     g = X.var(axis=0)
     live = g > 0
@@ -232,6 +235,8 @@ def _bic_from_rows(X, groups, kappa):
         m = R.shape[0]
         v = (((R - R.mean(0)) ** 2).sum(0) + kappa * g) / (m + kappa)
         ll += m * np.log(m / n) - 0.5 * m * np.log(v).sum()
+    if n_eff is not None:
+        return ll * n_eff / n - 0.5 * (k - 1 + 2 * k * X.shape[1]) * np.log(n_eff)
     return ll - 0.5 * (k - 1 + 2 * k * X.shape[1]) * np.log(n)
 
 
@@ -256,17 +261,67 @@ def test_bic_along_the_tree_equals_bic_of_the_rows():
     assert k == 3
 
 
-def test_bic_is_the_default_k_rule_and_ch_stays_available():
+def test_bic_with_effective_sample_size_equals_plain_numpy():
+    """select_k_bic(sample_size=n_eff) at every cut equals the scaled BIC computed from the rows
+    (likelihood times n_eff / n, penalty 1/2 p log n_eff), with n_eff = k0**0.75 n**0.25."""
+    rng = np.random.default_rng(5)
+    d, k0 = 4, 15
+    leaf_of_row = np.repeat(np.arange(k0), rng.integers(4, 30, size=k0))
+    centre = np.repeat(rng.normal(scale=10.0, size=(5, d)), 3, axis=0) + rng.normal(size=(k0, d))
+    X = centre[leaf_of_row] + rng.normal(size=(leaf_of_row.size, d)) * rng.uniform(0.5, 2.0, size=d)
+    counts = np.bincount(leaf_of_row).astype(float)
+    means = np.array([X[leaf_of_row == q].mean(0) for q in range(k0)])
+    m2 = np.array([((X[leaf_of_row == q] - means[q]) ** 2).sum(0) for q in range(k0)])
+    n = float(counts.sum())
+    n_eff = bic_sample_size(k0, n)
+    assert BIC_EFF_LEAF_EXPONENT == 0.75
+    assert n_eff == pytest.approx(k0 ** 0.75 * n ** 0.25, rel=1e-15) and k0 < n_eff < n
+    merges, _, _ = moment_tree(counts, means, m2)
+    k, bic = select_k_bic(merges, counts, means, m2, sample_size=n_eff)
+    ref = [_bic_from_rows(X, cut_tree(merges, k0, kk)[leaf_of_row], BIC_PSEUDO_ROWS, n_eff) for kk in range(1, k0 + 1)]
+    np.testing.assert_allclose(bic, ref, rtol=1e-9)
+    assert k == int(np.argmax(ref)) + 1
+    # the two ends: a = 0 is plain BIC (the rows), a = 1 the subclusters
+    assert bic_sample_size(k0, n, leaf_exponent=0.0) == n and bic_sample_size(k0, n, leaf_exponent=1.0) == k0
+    k_rows, bic_rows = select_k_bic(merges, counts, means, m2, sample_size=n)
+    np.testing.assert_allclose(bic_rows, select_k_bic(merges, counts, means, m2)[1], rtol=1e-12)
+    with pytest.raises(ValueError, match="leaf_exponent"):
+        bic_sample_size(k0, n, leaf_exponent=1.5)
+    with pytest.raises(ValueError, match="k0"):
+        bic_sample_size(10, 5.0)
+
+
+def test_default_k_rule_finds_k_on_a_small_federated_mixture():
+    """The default rule (bic_eff) finds K = 4 on three clients of a well-separated mixture, one of
+    them missing a cluster; plain BIC and CH stay selectable and agree there."""
+    rng = np.random.default_rng(3)
+    d = 6
+    centres = rng.normal(size=(4, d)) * 12.0
+    X_clients = []
+    for z, labels in enumerate([[0, 1, 2, 3], [0, 1, 2, 3], [1, 2, 3]]):
+        y = rng.choice(labels, size=150 + 50 * z)
+        X_clients.append(centres[y] + rng.normal(size=(y.size, d)))
+    est = FedKStarHC(random_state=0).fit_clients(X_clients)
+    assert est.k_select == "bic_eff" and est.n_clusters_ == 4
+    assert int(np.argmax(est.k_scores_)) + 1 == 4  # BIC of k = 1, 2, ...
+    for rule in ("bic", "ch"):
+        assert FedKStarHC(k_select=rule, random_state=0).fit_clients(X_clients).n_clusters_ == 4
+
+
+def test_bic_eff_is_the_default_k_rule_and_bic_ch_stay_available():
     X_clients, y_clients = make_sanity_case(replace(BASE, n_clusters=3))
     est = FedKStarHC(random_state=0).fit_clients(X_clients)
-    assert est.k_select == "bic" and est.n_clusters_ == 3
+    assert est.k_select == "bic_eff" and est.n_clusters_ == 3
     assert int(np.argmax(est.k_scores_)) + 1 == 3  # BIC of k = 1, 2, ...
+    bic = FedKStarHC(k_select="bic", random_state=0).fit_clients(X_clients)
+    assert bic.n_clusters_ == 3 and int(np.argmax(bic.k_scores_)) + 1 == 3
     ch = FedKStarHC(k_select="ch", random_state=0).fit_clients(X_clients)
     assert ch.n_clusters_ == 3 and int(np.argmax(ch.k_scores_)) + 2 == 3  # CH of k = 2, 3, ...
     # with K given the rule is not used: identical labels
     a = FedKStarHC(n_clusters=3, random_state=0).fit_clients(X_clients).labels_
-    b = FedKStarHC(n_clusters=3, k_select="ch", random_state=0).fit_clients(X_clients).labels_
-    np.testing.assert_array_equal(a, b)
+    for rule in ("bic", "ch"):
+        b = FedKStarHC(n_clusters=3, k_select=rule, random_state=0).fit_clients(X_clients).labels_
+        np.testing.assert_array_equal(a, b)
 
 
 def test_one_row_per_client_k_estimated():
