@@ -269,35 +269,51 @@ def _start_init(A_hat, V, n_local, rng) -> tuple[np.ndarray, int]:
 
     D^2 seeds in the projection, then the means of the 1/3-proximity sets, computed in row
     blocks so no (n_samples, n_local) array is held: row i belongs to S_r when
-    3 |a_i - nu_r| <= |a_i - nu_s| for all s != r.
+    3 |a_i - nu_r| <= |a_i - nu_s| for all s != r. A float64 projection goes through the
+    Numba kernel :func:`fastfc._kernels._kfed.proximity_sums` (the same sums, one pass).
     """
     n = A_hat.shape[0]
     idx = d2_seed_rows(A_hat, n_local, rng)
     seeds = A_hat[idx].copy()
     counts = np.zeros(n_local, dtype=np.int64)
     sums = np.zeros_like(seeds)
-    step = _block_rows(max(n_local, A_hat.shape[1]))
-    for s in range(0, n, step):
-        block = A_hat[s:s + step]
-        d2 = np.empty((block.shape[0], n_local), dtype=A_hat.dtype)
-        for j in range(n_local):
-            d2[:, j] = ((block - seeds[j]) ** 2).sum(1)
-        dist = np.sqrt(d2)
-        order = np.argsort(dist, axis=1, kind="stable")
-        nearest = order[:, 0]
-        if n_local > 1:
-            second = np.take_along_axis(dist, order[:, 1:2], axis=1)[:, 0]
-            nearest_d = np.take_along_axis(dist, order[:, 0:1], axis=1)[:, 0]
-            inside = 3.0 * nearest_d <= second
-        else:
-            inside = np.ones(block.shape[0], dtype=bool)
-        counts += np.bincount(nearest[inside], minlength=n_local)
-        np.add.at(sums, nearest[inside], block[inside])
+    if _kfed_kernels_apply(A_hat):
+        _kfed_kernels().proximity_sums(A_hat, seeds, counts, sums, np.empty(max(8, A_hat.shape[1])),
+                                       np.empty((min(n, 256), n_local)))
+    else:
+        step = _block_rows(max(n_local, A_hat.shape[1]))
+        for s in range(0, n, step):
+            block = A_hat[s:s + step]
+            d2 = np.empty((block.shape[0], n_local), dtype=A_hat.dtype)
+            for j in range(n_local):
+                d2[:, j] = ((block - seeds[j]) ** 2).sum(1)
+            dist = np.sqrt(d2)
+            order = np.argsort(dist, axis=1, kind="stable")
+            nearest = order[:, 0]
+            if n_local > 1:
+                second = np.take_along_axis(dist, order[:, 1:2], axis=1)[:, 0]
+                nearest_d = np.take_along_axis(dist, order[:, 0:1], axis=1)[:, 0]
+                inside = 3.0 * nearest_d <= second
+            else:
+                inside = np.ones(block.shape[0], dtype=bool)
+            counts += np.bincount(nearest[inside], minlength=n_local)
+            np.add.at(sums, nearest[inside], block[inside])
     init_proj = seeds.copy()
     filled = counts > 0
     init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
     return init, sklearn_seed(rng)
+
+
+def _kfed_kernels():
+    from ._kernels import _kfed
+
+    return _kfed
+
+
+def _kfed_kernels_apply(A: np.ndarray) -> bool:
+    """Whether the Numba seeding / proximity kernels take ``A`` (C-contiguous float64; else the NumPy passes)."""
+    return A.dtype == np.float64 and A.flags.c_contiguous and A.ndim == 2
 
 
 def d2_seed_rows(A: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -326,9 +342,22 @@ def d2_seed_rows(A: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     n = A.shape[0]
     idx = np.empty(k, dtype=np.intp)
     idx[0] = rng.integers(n)
-    closest = _sqdist_to(A, A[idx[0]], np.empty(n, dtype=A.dtype))
-    col = np.empty(n, dtype=A.dtype)
-    for j in range(1, k):
+    start = 1
+    if k > 1 and _kfed_kernels_apply(A):
+        # every step in one kernel call, from the uniforms the steps would draw one by one; a step
+        # without mass (duplicate rows) stops it, and the rest goes on below from the same stream
+        state = rng.bit_generator.state
+        uniforms = rng.random(k - 1)
+        closest, col, cum = np.empty(n), np.empty(n), np.empty(n)
+        start = _kfed_kernels().d2_seed_steps(A, idx, uniforms, closest, col, cum, np.empty(max(8, A.shape[1])))
+        if start == k:
+            return idx
+        rng.bit_generator.state = state
+        rng.random(start - 1)  # the draws of the steps the kernel did
+    else:
+        closest = _sqdist_to(A, A[idx[0]], np.empty(n, dtype=A.dtype))
+        col = np.empty(n, dtype=A.dtype)
+    for j in range(start, k):
         cum = np.cumsum(closest)
         total = cum[-1]
         if total > 0.0:
