@@ -108,9 +108,8 @@ def effective_n_jobs(n_jobs) -> int:
         return 1
     if not isinstance(n_jobs, (Integral, np.integer)) or isinstance(n_jobs, bool) or n_jobs == 0:
         raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
-    n_cpu = os.cpu_count() or 1
     if n_jobs < 0:
-        return max(1, n_cpu + 1 + int(n_jobs))
+        return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
     return int(n_jobs)
 
 
@@ -146,9 +145,23 @@ def pinned_worker() -> Iterator[None]:
     their thread count explicitly (OpenMP's ``num_threads``), which this limit
     does not cap. OpenMP limits are per calling thread, so each worker thread
     pins itself; BLAS limits are process-wide and set once by the driver.
+    Nested uses in one thread are free: only the outermost sets and restores the
+    limit (threadpoolctl's query and set cost about 15 us each time), so an in-process
+    runner that runs its clients one after the other pins once around all of them.
     """
-    with limit_openmp_this_thread(1):
+    if getattr(_pinned, "depth", 0):  # already pinned in this thread (a runner pins once around its phases)
         yield
+        return
+    with limit_openmp_this_thread(1):
+        _pinned.depth = 1
+        try:
+            yield
+        finally:
+            _pinned.depth = 0
+
+
+#: per thread: whether :func:`pinned_worker` holds the OpenMP limit in that thread
+_pinned = threading.local()
 
 
 def map_clients(

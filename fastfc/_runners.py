@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._parallel import ThreadPlan, limit_blas_threads, map_clients
+from ._parallel import ThreadPlan, limit_blas_threads, map_clients, pinned_worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._state import ClientState, ServerState
@@ -149,13 +149,19 @@ def _round_zero(est, X_clients, entropy: int, plan: ThreadPlan, progress: Report
 
 def run_one_shot(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy: int, plan: ThreadPlan,
                  progress: Report | None = None) -> RunResult:
-    """Summarize, aggregate (with restarts), assign: the one-shot methods' flow."""
+    """Summarize, aggregate (with restarts), assign: the one-shot methods' flow.
+
+    The calling thread is pinned once for the whole run (:func:`~fastfc._parallel.pinned_worker`),
+    so the phases it runs itself (every one when the clients run one after the other, the
+    server's otherwise) do not each set and restore the OpenMP limit.
+    """
     t0 = time.perf_counter()
     seconds = [0.0] * len(X_clients)
-    summaries, states, model, replies, restart, t_cl, t_sv = _round_zero(est, X_clients, entropy, plan, progress,
-                                                                         seconds)
-    t2 = time.perf_counter()
-    labels = _assign_all(est, X_clients, states, replies, plan, progress, seconds)
+    with pinned_worker():
+        summaries, states, model, replies, restart, t_cl, t_sv = _round_zero(est, X_clients, entropy, plan, progress,
+                                                                             seconds)
+        t2 = time.perf_counter()
+        labels = _assign_all(est, X_clients, states, replies, plan, progress, seconds)
     t3 = time.perf_counter()
     return RunResult(
         labels=labels, summaries=summaries, model=model, states=states, replies=replies, restarts=restart,

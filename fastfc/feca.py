@@ -543,7 +543,19 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
     k = centers.shape[0]
     if k > 1 and X.shape[0] >= _MIN_AD_ROWS and _looks_gaussian(X, n_axes=2):
         return np.zeros(k, dtype=np.int64)
-    members = [np.flatnonzero(labels == i) for i in range(k)]
+    from ._kernels._pieces import pair_window_counts
+
+    C = np.ascontiguousarray(centers, dtype=np.float64)
+    lab = np.ascontiguousarray(labels, dtype=np.int64)
+    sizes = np.bincount(lab, minlength=k)
+    diff = C[None, :, :] - C[:, None, :]  # diff[i, j] = c_j - c_i
+    length2 = np.einsum("ijf,ijf->ij", diff, diff)
+    counts = np.empty((k, k, 3), dtype=np.int64)
+    Xc = X if X.flags.c_contiguous and X.dtype in (np.float32, np.float64) else np.ascontiguousarray(X, np.float64)
+    pair_window_counts(Xc, lab, C, length2, float(window), counts)
+    mid, end_i, end_j = counts[..., 0], counts[..., 1], counts[..., 2]
+    pieces = (length2 == 0.0) | (mid >= np.maximum(2.0, dip * np.minimum(end_i, end_j)))
+    pieces &= (sizes[:, None] > 0) & (sizes[None, :] > 0)
     parent = np.arange(k)
 
     def root(a: int) -> int:
@@ -551,28 +563,19 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
             a = parent[a]
         return a
 
-    for i in range(k):
-        for j in range(i + 1, k):
-            if members[i].size == 0 or members[j].size == 0:
-                continue
-            u = centers[j] - centers[i]
-            length2 = float(u @ u)
-            rows = np.concatenate([members[i], members[j]])
-            if length2 == 0.0:
-                pieces = True
-            else:
-                t = ((X[rows] - centers[i]) @ u) / length2
-                # |t - a| <= window at a = 0.5, 0, 1 in one pass (elementwise the same tests)
-                mid, end_i, end_j = np.count_nonzero(np.abs(t[:, None] - _WINDOW_AT) <= window, axis=0).tolist()
-                pieces = mid >= max(2.0, dip * min(end_i, end_j))
-            if pieces:
-                ri, rj = root(i), root(j)
-                parent[max(ri, rj)] = min(ri, rj)
+    for i, j in zip(*np.nonzero(np.triu(pieces, 1))):  # row-major: the pairs in the loop's order
+        ri, rj = root(int(i)), root(int(j))
+        parent[max(ri, rj)] = min(ri, rj)
     roots = np.array([root(i) for i in range(k)])
-    for r in np.unique(roots):  # a merged group must look like one Gaussian, not a continuum
-        parts = np.flatnonzero(roots == r)
-        if parts.size > 1 and not _looks_gaussian(X[np.concatenate([members[i] for i in parts])], n_axes=2):
-            roots[parts] = parts
+    merged = np.flatnonzero(np.bincount(roots, minlength=k) > 1)
+    if merged.size:
+        order = np.argsort(lab, kind="stable")  # rows grouped by cluster, in row order within each
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        for r in merged:  # a merged group must look like one Gaussian, not a continuum
+            parts = np.flatnonzero(roots == r)
+            rows = np.concatenate([order[bounds[i]:bounds[i + 1]] for i in parts])
+            if not _looks_gaussian(X[rows], n_axes=2):
+                roots[parts] = parts
     return np.unique(roots, return_inverse=True)[1].astype(np.int64)
 
 
@@ -616,7 +619,7 @@ def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     of the d x d ``R``) gives the same ``vt`` without numpy's input copy and ``U`` (n x d each).
     """
     n, d = P.shape
-    if n < 2 * d or n * d < 1 << 16:  # not tall, or small (the copy is cheap, the LAPACK calls are not)
+    if n < 2 * d or n * d < 1 << 12:  # not tall, or tiny (the LAPACK calls' overhead would dominate)
         return np.linalg.svd(P - mean, full_matrices=False)[2]
     import scipy.linalg
 

@@ -33,7 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
-from ._parallel import sklearn_seed
+from ._parallel import limit_blas_threads, sklearn_seed
 from ._state import ClientState
 from ._validation import row_counts
 from ._warnings import warn_caller
@@ -270,35 +270,51 @@ def _start_init(A_hat, V, n_local, rng) -> tuple[np.ndarray, int]:
 
     D^2 seeds in the projection, then the means of the 1/3-proximity sets, computed in row
     blocks so no (n_samples, n_local) array is held: row i belongs to S_r when
-    3 |a_i - nu_r| <= |a_i - nu_s| for all s != r.
+    3 |a_i - nu_r| <= |a_i - nu_s| for all s != r. A float64 projection goes through the
+    Numba kernel :func:`fastfc._kernels._kfed.proximity_sums` (the same sums, one pass).
     """
     n = A_hat.shape[0]
     idx = d2_seed_rows(A_hat, n_local, rng)
     seeds = A_hat[idx].copy()
     counts = np.zeros(n_local, dtype=np.int64)
     sums = np.zeros_like(seeds)
-    step = _block_rows(max(n_local, A_hat.shape[1]))
-    for s in range(0, n, step):
-        block = A_hat[s:s + step]
-        d2 = np.empty((block.shape[0], n_local), dtype=A_hat.dtype)
-        for j in range(n_local):
-            d2[:, j] = ((block - seeds[j]) ** 2).sum(1)
-        dist = np.sqrt(d2)
-        order = np.argsort(dist, axis=1, kind="stable")
-        nearest = order[:, 0]
-        if n_local > 1:
-            second = np.take_along_axis(dist, order[:, 1:2], axis=1)[:, 0]
-            nearest_d = np.take_along_axis(dist, order[:, 0:1], axis=1)[:, 0]
-            inside = 3.0 * nearest_d <= second
-        else:
-            inside = np.ones(block.shape[0], dtype=bool)
-        counts += np.bincount(nearest[inside], minlength=n_local)
-        np.add.at(sums, nearest[inside], block[inside])
+    if _kfed_kernels_apply(A_hat):
+        _kfed_kernels().proximity_sums(A_hat, seeds, counts, sums, np.empty(max(8, A_hat.shape[1])),
+                                       np.empty((min(n, 256), n_local)))
+    else:
+        step = _block_rows(max(n_local, A_hat.shape[1]))
+        for s in range(0, n, step):
+            block = A_hat[s:s + step]
+            d2 = np.empty((block.shape[0], n_local), dtype=A_hat.dtype)
+            for j in range(n_local):
+                d2[:, j] = ((block - seeds[j]) ** 2).sum(1)
+            dist = np.sqrt(d2)
+            order = np.argsort(dist, axis=1, kind="stable")
+            nearest = order[:, 0]
+            if n_local > 1:
+                second = np.take_along_axis(dist, order[:, 1:2], axis=1)[:, 0]
+                nearest_d = np.take_along_axis(dist, order[:, 0:1], axis=1)[:, 0]
+                inside = 3.0 * nearest_d <= second
+            else:
+                inside = np.ones(block.shape[0], dtype=bool)
+            counts += np.bincount(nearest[inside], minlength=n_local)
+            np.add.at(sums, nearest[inside], block[inside])
     init_proj = seeds.copy()
     filled = counts > 0
     init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
     return init, sklearn_seed(rng)
+
+
+def _kfed_kernels():
+    from ._kernels import _kfed
+
+    return _kfed
+
+
+def _kfed_kernels_apply(A: np.ndarray) -> bool:
+    """Whether the Numba seeding / proximity kernels take ``A`` (C-contiguous float64; else the NumPy passes)."""
+    return A.dtype == np.float64 and A.flags.c_contiguous and A.ndim == 2
 
 
 def d2_seed_rows(A: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -327,9 +343,22 @@ def d2_seed_rows(A: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     n = A.shape[0]
     idx = np.empty(k, dtype=np.intp)
     idx[0] = rng.integers(n)
-    closest = _sqdist_to(A, A[idx[0]], np.empty(n, dtype=A.dtype))
-    col = np.empty(n, dtype=A.dtype)
-    for j in range(1, k):
+    start = 1
+    if k > 1 and _kfed_kernels_apply(A):
+        # every step in one kernel call, from the uniforms the steps would draw one by one; a step
+        # without mass (duplicate rows) stops it, and the rest goes on below from the same stream
+        state = rng.bit_generator.state
+        uniforms = rng.random(k - 1)
+        closest, col, cum = np.empty(n), np.empty(n), np.empty(n)
+        start = _kfed_kernels().d2_seed_steps(A, idx, uniforms, closest, col, cum, np.empty(max(8, A.shape[1])))
+        if start == k:
+            return idx
+        rng.bit_generator.state = state
+        rng.random(start - 1)  # the draws of the steps the kernel did
+    else:
+        closest = _sqdist_to(A, A[idx[0]], np.empty(n, dtype=A.dtype))
+        col = np.empty(n, dtype=A.dtype)
+    for j in range(start, k):
         cum = np.cumsum(closest)
         total = cum[-1]
         if total > 0.0:
@@ -368,6 +397,91 @@ def d2_seeding(A: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndar
 
 
 # ------------------------------------------------------------ server phase
+def server_kmeans(U: np.ndarray, n_clusters: int, init, *, n_init: int, max_iter: int, tol: float, random_state: int,
+                  use_estimator: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
+    """``KMeans(n_clusters, init, n_init, max_iter, tol, random_state).fit(U)`` with its steps called directly.
+
+    The server's k-means on the pooled local centres: the same operations as the estimator's
+    ``fit`` for dense float64 data (a centred copy of ``U``, ``tol * mean(var(U))``, each start
+    seeded by scikit-learn's k-means++ from one ``RandomState(random_state)`` or by the given
+    centres, scikit-learn's Lloyd, a later start kept only when its inertia is lower and its
+    clustering differs, the same ConvergenceWarning when clusters end empty), without the
+    estimator's per-call validation and with one BLAS thread limit for all starts instead of
+    one per start, which dominate at the server's few dozen rows. Falls back to the estimator
+    when scikit-learn's private routines move.
+
+    Parameters
+    ----------
+    U : ndarray of shape (n_centers, n_features), float64
+        Pooled local centres (finite, ``n_centers >= n_clusters``).
+    n_clusters : int
+    init : "k-means++" or ndarray of shape (n_clusters, n_features)
+    n_init : int
+        Starts (1 with explicit centres).
+    max_iter : int
+    tol : float
+        Relative tolerance (scikit-learn's).
+    random_state : int
+    use_estimator : bool, default=False
+        Run the estimator itself (the reference the direct path is tested against).
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features)
+    labels : ndarray of shape (n_centers,), int32
+    n_iter : int
+        Lloyd iterations of the kept start.
+    """
+    explicit = not isinstance(init, str)
+    if use_estimator or not _HAVE_SERVER_PATH or U.dtype != np.float64 or (explicit and n_init != 1):
+        km = KMeans(n_clusters=n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+                    random_state=random_state).fit(U)
+        return km.cluster_centers_, km.labels_, int(km.n_iter_)
+    X = np.array(U, dtype=np.float64, order="C", copy=True)
+    tol_abs = np.mean(np.var(X, axis=0)) * tol if tol != 0 else 0
+    rs = np.random.RandomState(random_state)
+    sample_weight = np.ones(X.shape[0], dtype=X.dtype)
+    n_threads = _openmp_effective_n_threads()
+    if explicit:
+        init = np.array(init, dtype=X.dtype, order="C", copy=True)
+    X_mean = X.mean(axis=0)
+    X -= X_mean
+    if explicit:
+        init -= X_mean
+    x_squared_norms = row_norms(X, squared=True)
+    best = None
+    with limit_blas_threads(1):  # what scikit-learn's Lloyd sets around each call
+        for _ in range(n_init):
+            if explicit:
+                centers0 = init
+            else:
+                centers0, _ = _kmeans_plusplus(X, n_clusters, random_state=rs, x_squared_norms=x_squared_norms,
+                                               sample_weight=sample_weight)
+            labels, inertia, centers, n_iter = _lloyd_unlimited(X, sample_weight, centers0, max_iter=max_iter,
+                                                                verbose=False, tol=tol_abs, n_threads=n_threads)
+            if best is None or (inertia < best[1] and not _is_same_clustering(labels, best[0], n_clusters)):
+                best = (labels, inertia, centers, n_iter)
+    labels, _, centers, n_iter = best
+    centers += X_mean
+    distinct = len(set(labels))
+    if distinct < n_clusters:
+        warnings.warn(
+            f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({n_clusters}). "
+            "Possibly due to duplicate points in X.", ConvergenceWarning, stacklevel=2,
+        )
+    return centers, labels, int(n_iter)
+
+
+try:  # scikit-learn's k-means++ and Lloyd without the estimator (and without Lloyd's per-call thread limit)
+    from sklearn.cluster._kmeans import _is_same_clustering, _kmeans_plusplus
+    from sklearn.utils.extmath import row_norms
+
+    _lloyd_unlimited = getattr(_kmeans_single_lloyd, "__wrapped__", _kmeans_single_lloyd)
+    _HAVE_SERVER_PATH = _HAVE_SKLEARN_LLOYD
+except ImportError:  # pragma: no cover - private API moved: the estimator
+    _HAVE_SERVER_PATH = False
+
+
 def farthest_first_seeds(U: np.ndarray, first: np.ndarray, n_clusters: int) -> np.ndarray:
     """Farthest-first traversal over local centres, starting from ``first``.
 
@@ -636,20 +750,18 @@ class KFed(BaseFederatedClusterer):
             init, n_init, seed = U[seeds], 1, 0  # the seed is unused with an explicit init
         else:
             init, n_init, seed = "k-means++", self.server_n_init, sklearn_seed(rng)
-        km = KMeans(
-            n_clusters=self.n_clusters, init=init, n_init=n_init,
-            max_iter=self.server_max_iter if self.server_max_iter is not None else 300,
-            tol=self.tol if self.server_max_iter is None else 0.0,
-            random_state=seed,
-        )
         with warnings.catch_warnings():  # one OpenMP thread (the base's pinned worker): same order for any n_jobs
             if weight is not None and not weight.any():  # identical rows: global_scaler said so
                 warnings.simplefilter("ignore", ConvergenceWarning)
-            km.fit(U)
-        centers = km.cluster_centers_ if weight is None else scaler.inverse(km.cluster_centers_)
-        local_to_global = km.labels_.astype(np.int64)
+            server_centers, server_labels, server_n_iter = server_kmeans(
+                U, self.n_clusters, init, n_init=n_init,
+                max_iter=self.server_max_iter if self.server_max_iter is not None else 300,
+                tol=self.tol if self.server_max_iter is None else 0.0, random_state=seed,
+            )
+        centers = server_centers if weight is None else scaler.inverse(server_centers)
+        local_to_global = server_labels.astype(np.int64)
         d = U.shape[1]
-        model = KFedModel(centers=centers, n_features=d, n_iter=int(km.n_iter_), feature_weight=weight)
+        model = KFedModel(centers=centers, n_features=d, n_iter=int(server_n_iter), feature_weight=weight)
         replies = [
             KFedReply(centers=centers, local_to_global=local_to_global[offsets[i]:offsets[i + 1]], n_features=d,
                       feature_weight=weight)

@@ -116,3 +116,44 @@ def ref_kmeans_plusplus(X, uniforms, n_trials, k):
         seeds.append(best[1])
         closest = best[2]
     return np.array(seeds)
+
+
+def ref_merge_pieces(X, centers, labels, *, window=0.1, dip=0.5):
+    """:func:`fastfc.feca.merge_pieces` as one loop over the pairs of clusters (its NumPy version before the kernel)."""
+    from fastfc.feca import _MIN_AD_ROWS, _looks_gaussian
+
+    k = centers.shape[0]
+    if k > 1 and X.shape[0] >= _MIN_AD_ROWS and _looks_gaussian(X, n_axes=2):
+        return np.zeros(k, dtype=np.int64)
+    members = [np.flatnonzero(labels == i) for i in range(k)]
+    parent = np.arange(k)
+
+    def root(a):
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    for i in range(k):
+        for j in range(i + 1, k):
+            if members[i].size == 0 or members[j].size == 0:
+                continue
+            u = centers[j] - centers[i]
+            length2 = float(u @ u)
+            rows = np.concatenate([members[i], members[j]])
+            if length2 == 0.0:
+                pieces = True
+            else:
+                t = ((X[rows] - centers[i]) @ u) / length2
+                mid = np.count_nonzero(np.abs(t - 0.5) <= window)
+                end_i = np.count_nonzero(np.abs(t) <= window)
+                end_j = np.count_nonzero(np.abs(t - 1.0) <= window)
+                pieces = mid >= max(2.0, dip * min(end_i, end_j))
+            if pieces:
+                ri, rj = root(i), root(j)
+                parent[max(ri, rj)] = min(ri, rj)
+    roots = np.array([root(i) for i in range(k)])
+    for r in np.unique(roots):
+        parts = np.flatnonzero(roots == r)
+        if parts.size > 1 and not _looks_gaussian(X[np.concatenate([members[i] for i in parts])], n_axes=2):
+            roots[parts] = parts
+    return np.unique(roots, return_inverse=True)[1].astype(np.int64)

@@ -533,3 +533,26 @@ def test_s1_no_worse_than_paper_table1(alpha, paper_mean, paper_std):
         est = FeCA(15, merge_pieces=False, units=None, random_state=s).fit_clients([X[p] for p in parts])
         l2.append(center_recovery_l2(est.cluster_centers_, theta) / 1e4)
     assert np.mean(l2) <= paper_mean + paper_std, np.mean(l2)
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_merge_pieces_same_groups_as_the_pair_loop(case):
+    # the kernel counts every pair's windows in one pass over the rows; the groups are the pair loop's
+    from reference_feca import ref_merge_pieces
+
+    from fastfc.feca import merge_pieces
+
+    rng = np.random.default_rng(case)
+    d = int(rng.integers(1, 6))
+    n_blobs = int(rng.integers(1, 4))
+    X = np.vstack([rng.normal(rng.normal(0, 6, d), 1.0, size=(int(rng.integers(5, 120)), d)) for _ in range(n_blobs)])
+    if case % 5 == 0:
+        X = X.astype(np.float32)
+    k = int(rng.integers(2, 9))
+    centers = X[rng.choice(X.shape[0], size=k, replace=False)].astype(np.float64)
+    if case % 7 == 0:
+        centers[1] = centers[0]  # a zero-length pair
+    labels = ((X[:, None, :] - centers[None]) ** 2).sum(2).argmin(1).astype(np.int64)
+    if case % 3 == 0:
+        labels[labels == k - 1] = 0  # an empty cluster
+    np.testing.assert_array_equal(merge_pieces(X, centers, labels), ref_merge_pieces(X, centers, labels))

@@ -1,5 +1,6 @@
 """k-FED: building blocks against references, the estimator end to end, and parity with the published code."""
 import json
+import warnings
 from collections import defaultdict
 
 import numpy as np
@@ -205,3 +206,28 @@ def test_parity_with_published_kfed(split):
                    server_max_iter=None, assign="nearest", units=None, local_n_init=1, random_state=seed)
         aris.append(adjusted_rand_score(y, est.fit_clients(X_clients).labels_))
     assert abs(np.mean(aris) - ref) <= 0.02, (np.mean(aris), ref)  # neither worse nor a different algorithm
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_server_kmeans_direct_path_equals_the_estimator(case):
+    # the server's k-means without KMeans' per-call validation: the same bits as KMeans.fit
+    from fastfc.kfed import server_kmeans
+
+    rng = np.random.default_rng(case)
+    k, d = int(rng.integers(1, 9)), int(rng.integers(1, 8))
+    U = rng.normal(size=(int(rng.integers(k, 60)), d)) * 10 ** float(rng.integers(-3, 4))
+    if case % 4 == 0:
+        U[: U.shape[0] // 2] = U[0]  # duplicates: clusters may end empty (the same ConvergenceWarning)
+    init = U[rng.choice(U.shape[0], size=k, replace=False)] if case % 2 else "k-means++"
+    params = dict(n_init=1 if case % 2 else 10, max_iter=300 if case % 3 else 1, tol=1e-4 if case % 3 else 0.0,
+                  random_state=case)
+    with warnings.catch_warnings(record=True) as w_direct:
+        warnings.simplefilter("always")
+        got = server_kmeans(U, k, init, **params)
+    with warnings.catch_warnings(record=True) as w_est:
+        warnings.simplefilter("always")
+        ref = server_kmeans(U, k, init, use_estimator=True, **params)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+    assert got[2] == ref[2]
+    assert [type(w.message) for w in w_direct] == [type(w.message) for w in w_est]

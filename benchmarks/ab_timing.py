@@ -1,0 +1,104 @@
+#!/usr/bin/env python
+"""Time whole fits of two checkouts of fastfc side by side, alternating, on the published splits.
+
+One worker process per checkout (each imports the ``fastfc`` of its own tree); for every method
+and split the two are asked in turn, the order swapped every round, to time ``--seeds`` whole
+fits each (``fit_clients``, n_jobs=1, JIT warm, process CPU time). The table gives the median
+over all timed fits of each checkout and the ratio old/new. Alternating in one run puts both
+under the same machine load.
+
+Usage::
+
+    git worktree add /tmp/old <revision> && (cd /tmp/old && python setup.py -q build_ext --inplace)
+    python benchmarks/ab_timing.py --old /tmp/old --new . --methods kfed,feca --rounds 3 --seeds 5
+
+``--out FILE`` writes the table under the provenance header (the new checkout's revision;
+give the old one's in ``--old-label``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from _provenance import run_with_out
+from _shared import SHARED
+
+SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
+
+#: the worker: reads "method split n_seeds" lines, answers a JSON list of CPU seconds per fit
+_WORKER = r"""
+import json, sys, time
+import numpy as np
+from fastfc.datasets import load_client_npz
+from fastfc.experiment import make_estimator
+data = {}
+for line in sys.stdin:
+    method, path, seeds = line.split()
+    if path not in data:
+        Xc, yc = load_client_npz(path)
+        data[path] = (Xc, int(np.unique(np.concatenate(yc)).size))
+    Xc, k = data[path]
+    make_estimator(method, n_clusters=k, random_state=0, n_jobs=1).fit_clients(Xc)  # warm (JIT, caches)
+    out = []
+    for s in range(int(seeds)):
+        est = make_estimator(method, n_clusters=k, random_state=s, n_jobs=1)
+        t0 = time.process_time()
+        est.fit_clients(Xc)
+        out.append(time.process_time() - t0)
+    print(json.dumps(out), flush=True)
+"""
+
+
+def run(args) -> int:
+    """Time both checkouts as ``args`` (the parsed command line) asks and print the table; returns 0."""
+    trees = {"old": str(Path(args.old).resolve()), "new": str(Path(args.new).resolve())}
+    procs = {
+        name: subprocess.Popen([sys.executable, "-c", _WORKER], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name, tree in trees.items()
+    }
+    print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}); per cell: median of "
+          f"{args.rounds} rounds x {args.seeds} seeds whole fits (process CPU ms, n_jobs=1, JIT warm), the two "
+          "checkouts alternating in one run\n")
+    print("| method | split | ms (old) | ms (new) | old/new |")
+    print("|---|---|---|---|---|")
+    try:
+        for method in args.methods.split(","):
+            for split in args.splits.split(","):
+                path = SHARED / "datasets" / "fedhire_splits" / f"{split}.npz"
+                times = {"old": [], "new": []}
+                for r in range(args.rounds):
+                    for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                        procs[name].stdin.write(f"{method} {path} {args.seeds}\n")
+                        procs[name].stdin.flush()
+                        times[name] += json.loads(procs[name].stdout.readline())
+                old, new = np.median(times["old"]) * 1e3, np.median(times["new"]) * 1e3
+                print(f"| {method} | {split} | {old:.2f} | {new:.2f} | {old / new:.2f}× |", flush=True)
+    finally:
+        for p in procs.values():
+            p.stdin.close()
+            p.wait()
+    return 0
+
+
+def main(argv=None) -> int:
+    """Command line (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", required=True, help="root of the old checkout (extensions built in place)")
+    ap.add_argument("--old-label", default="old", help="what the old checkout is (e.g. its revision)")
+    ap.add_argument("--new", default=".", help="root of the new checkout")
+    ap.add_argument("--methods", default="kfed,feca")
+    ap.add_argument("--splits", default=",".join(SPLITS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=5)
+    return run_with_out(ap, argv, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

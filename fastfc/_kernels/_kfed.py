@@ -1,0 +1,271 @@
+"""Numba kernels of k-FED's client step (the Awasthi–Sheffet start): D^2 seeding and the proximity step.
+
+Numeric work only: every kernel takes validated, C-contiguous float64 arrays plus preallocated
+outputs, never validates, never touches an RNG (uniforms are drawn by the caller, in the
+published order) and releases the GIL. Orchestration lives in :mod:`fastfc.kfed`.
+
+They replace NumPy passes that spent most of a small client's time in per-call overhead, and
+they compute the same bits as those passes: a row's squared distance is summed in NumPy's
+order (``((A - a) ** 2).sum(1)`` reduces each row with NumPy's pairwise summation, which
+:func:`_row_sqdist` reproduces), cumulative sums are sequential as ``np.cumsum``, the draw is
+``np.searchsorted(cum, u * total, side="right")``, and the proximity sums accumulate in row
+order as ``np.add.at`` does.
+
+* :func:`d2_seed_steps` -- k-means++ D^2 seeding steps (one candidate per step) from pre-drawn uniforms.
+* :func:`proximity_sums` -- the 1/3-proximity sets of the seeds: their sizes and row sums.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from fastfc._config import NUMBA_CACHE
+
+__all__ = ["d2_seed_steps", "proximity_sums", "row_sqdist_to"]
+
+#: NumPy's pairwise-summation block (``PW_BLOCKSIZE`` of its add reduction)
+_PW_BLOCK = 128
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def _pairwise_block(buf, lo, n):
+    """NumPy's pairwise sum of ``buf[lo:lo + n]`` for ``n <= 128`` (one leaf of its recursion).
+
+    Below 8 terms: one running sum from 0; else eight interleaved partial sums combined as
+    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the remainder one by one.
+    """
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += buf[i]
+        return res
+    r0 = buf[lo]
+    r1 = buf[lo + 1]
+    r2 = buf[lo + 2]
+    r3 = buf[lo + 3]
+    r4 = buf[lo + 4]
+    r5 = buf[lo + 5]
+    r6 = buf[lo + 6]
+    r7 = buf[lo + 7]
+    m = n - n % 8
+    i = 8
+    while i < m:
+        r0 += buf[lo + i]
+        r1 += buf[lo + i + 1]
+        r2 += buf[lo + i + 2]
+        r3 += buf[lo + i + 3]
+        r4 += buf[lo + i + 4]
+        r5 += buf[lo + i + 5]
+        r6 += buf[lo + i + 6]
+        r7 += buf[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += buf[lo + i]
+        i += 1
+    return res
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def _pairwise_sum(buf, lo, n):
+    """NumPy's pairwise sum of ``buf[lo:lo + n]`` (float64 add reduction along a contiguous axis).
+
+    Up to 128 terms one block (:func:`_pairwise_block`); above, NumPy splits at half (rounded
+    down to a multiple of 8) and adds the two halves' sums. That recursion is evaluated here
+    with an explicit stack (a cached Numba kernel cannot call itself); the sum of two values
+    does not depend on which is computed first, so the result is NumPy's.
+    """
+    if n <= _PW_BLOCK:
+        return _pairwise_block(buf, lo, n)
+    st_lo = np.empty(256, dtype=np.int64)
+    st_n = np.empty(256, dtype=np.int64)
+    st_open = np.zeros(256, dtype=np.bool_)
+    vals = np.empty(256, dtype=np.float64)
+    top = 0
+    nv = 0
+    st_lo[0] = lo
+    st_n[0] = n
+    st_open[0] = False
+    top = 1
+    while top > 0:
+        top -= 1
+        a = st_lo[top]
+        m = st_n[top]
+        if m <= _PW_BLOCK:
+            vals[nv] = _pairwise_block(buf, a, m)
+            nv += 1
+        elif st_open[top]:  # both halves summed: combine them
+            nv -= 1
+            vals[nv - 1] = vals[nv - 1] + vals[nv]
+        else:
+            m2 = m // 2
+            m2 -= m2 % 8
+            st_open[top] = True
+            top += 1
+            st_lo[top] = a
+            st_n[top] = m2
+            st_open[top] = False
+            top += 1
+            st_lo[top] = a + m2
+            st_n[top] = m - m2
+            st_open[top] = False
+            top += 1
+    return vals[0]
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _row_sqdist(A, i, B, j, buf):
+    """``((A[i] - B[j]) ** 2).sum()`` with NumPy's rounding.
+
+    ``buf``: scratch of ``max(8, A.shape[1])`` floats. Rows of up to 128 values are one
+    pairwise block, summed as they are squared (eight partial sums in ``buf[:8]``); longer
+    rows are squared into ``buf`` and summed by :func:`_pairwise_sum`.
+    """
+    r = A.shape[1]
+    if r < 8:
+        res = 0.0
+        for c in range(r):
+            diff = A[i, c] - B[j, c]
+            res += diff * diff
+        return res
+    if r <= _PW_BLOCK:
+        m = r - r % 8
+        for q in range(8):
+            diff = A[i, q] - B[j, q]
+            buf[q] = diff * diff
+        for c in range(8, m, 8):
+            for q in range(8):
+                diff = A[i, c + q] - B[j, c + q]
+                buf[q] += diff * diff
+        res = ((buf[0] + buf[1]) + (buf[2] + buf[3])) + ((buf[4] + buf[5]) + (buf[6] + buf[7]))
+        for c in range(m, r):
+            diff = A[i, c] - B[j, c]
+            res += diff * diff
+        return res
+    for c in range(r):
+        diff = A[i, c] - B[j, c]
+        buf[c] = diff * diff
+    return _pairwise_sum(buf, 0, r)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def row_sqdist_to(A, p, out, buf):
+    """``out[i] = ((A[i] - A[p]) ** 2).sum()`` for every row (NumPy's rounding).
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, r), float64
+    p : int
+        Row of ``A`` to measure from.
+    out : ndarray of shape (n,), float64
+        Output.
+    buf : ndarray of shape (max(8, r),), float64
+        Scratch.
+    """
+    for i in range(A.shape[0]):
+        out[i] = _row_sqdist(A, i, A, p, buf)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def d2_seed_steps(A, idx, uniforms, closest, col, cum, buf):
+    """D^2 seeding steps 1.. of :func:`fastfc.kfed.d2_seed_rows`, until one finds no mass.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, r), float64
+        Rows to seed from.
+    idx : ndarray of shape (k,), intp
+        Seed rows; ``idx[0]`` is set by the caller, ``idx[1:]`` are written here.
+    uniforms : ndarray of shape (k - 1,), float64
+        The uniform draw of each step, in order (step ``j`` uses ``uniforms[j - 1]``).
+    closest, col, cum : ndarray of shape (n,), float64
+        Scratch: on return ``closest`` holds every row's squared distance to its nearest seed
+        of the steps done.
+    buf : ndarray of shape (max(8, r),), float64
+        Scratch.
+
+    Returns
+    -------
+    done : int
+        Number of seeds set (``k`` when every step found mass). When it is ``j < k``, step
+        ``j`` found all remaining mass zero (duplicate rows) and drew nothing: the caller
+        takes over from there, with ``uniforms[j - 1:]`` unused.
+    """
+    n = A.shape[0]
+    k = idx.shape[0]
+    row_sqdist_to(A, idx[0], closest, buf)
+    for j in range(1, k):
+        acc = 0.0
+        for i in range(n):  # np.cumsum: a sequential running sum
+            acc += closest[i]
+            cum[i] = acc
+        total = cum[n - 1]
+        if not total > 0.0:
+            return j
+        v = uniforms[j - 1] * total
+        lo = 0
+        hi = n
+        while lo < hi:  # np.searchsorted(cum, v, side="right"): the first i with cum[i] > v
+            mid = (lo + hi) >> 1
+            if cum[mid] <= v:
+                lo = mid + 1
+            else:
+                hi = mid
+        pick = min(lo, n - 1)
+        idx[j] = pick
+        row_sqdist_to(A, pick, col, buf)
+        for i in range(n):
+            if col[i] < closest[i]:
+                closest[i] = col[i]
+    return k
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def proximity_sums(A, seeds, counts, sums, buf, D):
+    """Sizes and row sums of the 1/3-proximity sets of ``seeds`` (k-FED's Awasthi–Sheffet step).
+
+    Row ``i`` joins the set of its nearest seed ``r`` (ties: the lowest index) when
+    ``3 |a_i - nu_r| <= |a_i - nu_s|`` for the second-nearest ``s`` (every row when there is
+    one seed). Distances are ``sqrt`` of NumPy-rounded squared distances, as the NumPy pass.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, r), float64
+    seeds : ndarray of shape (k, r), float64
+    counts : ndarray of shape (k,), int64
+        Output (overwritten).
+    sums : ndarray of shape (k, r), float64
+        Output (overwritten): rows added in row order.
+    buf : ndarray of shape (max(8, r),), float64
+        Scratch.
+    D : ndarray of shape (b, k), float64, b >= 1
+        Scratch: squared distances of a block of ``b`` rows (seed by seed, then row by row,
+        which compiles to far tighter loops than one row at a time).
+    """
+    n = A.shape[0]
+    k = seeds.shape[0]
+    r = A.shape[1]
+    b = D.shape[0]
+    counts[:] = 0
+    sums[:, :] = 0.0
+    for s in range(0, n, b):
+        e = min(n, s + b)
+        for j in range(k):
+            for i in range(s, e):
+                D[i - s, j] = _row_sqdist(A, i, seeds, j, buf)
+        for i in range(s, e):
+            best = np.inf
+            second = np.inf
+            near = 0
+            for j in range(k):
+                dj = np.sqrt(D[i - s, j])
+                if dj < best:  # strict: the first of equal distances stays nearest (a stable sort)
+                    second = best
+                    best = dj
+                    near = j
+                elif dj < second:
+                    second = dj
+            if k == 1 or 3.0 * best <= second:
+                counts[near] += 1
+                for c in range(r):
+                    sums[near, c] += A[i, c]
