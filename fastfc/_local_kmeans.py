@@ -26,7 +26,23 @@ from ._assign import assign_nearest
 from ._lloyd import lloyd_stats
 from ._parallel import effective_n_jobs
 
-__all__ = ["kmeanspp", "lloyd", "n_trials_for"]
+__all__ = ["kmeanspp", "lloyd", "n_trials_for", "mean_feature_variance", "use_threaded_engine",
+           "THREADED_MIN_ELEMENTS"]
+
+#: clients with at least this many values (rows x features) run their local k-means on these kernels;
+#: smaller ones keep scikit-learn's one-thread steps (threads do not pay there, and the per-iteration
+#: overhead of the kernels' validation would dominate). A function of the shape only, never of n_jobs.
+THREADED_MIN_ELEMENTS = 1 << 18
+
+
+def use_threaded_engine(n_samples: int, n_features: int) -> bool:
+    """Whether a client of this shape runs its local k-means on this module's kernels.
+
+    Depends on the shape only (``n_samples * n_features >= THREADED_MIN_ELEMENTS``), so a
+    client's result never depends on ``n_jobs``.
+    """
+    return n_samples * n_features >= THREADED_MIN_ELEMENTS
+
 
 #: rows per chunk of the seeding kernel's distance pass (a chunk stays in cache across candidates)
 SEED_CHUNK = 1024
@@ -83,6 +99,34 @@ def kmeanspp(X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, n_jobs
     return seeds
 
 
+def mean_feature_variance(X: np.ndarray, n_jobs=1) -> float:
+    """``mean(var(X, axis=0))`` (scikit-learn's tolerance scale), the same bits for any ``n_jobs``.
+
+    The features are cut into two fixed halves whose variances NumPy computes separately
+    (on two threads when ``n_jobs >= 2``; NumPy releases the GIL), so the split, hence the
+    result, does not depend on the thread count.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), n_samples >= 1
+    n_jobs : int or None, default=1
+
+    Returns
+    -------
+    float
+    """
+    d = X.shape[1]
+    halves = [slice(0, d // 2), slice(d // 2, d)] if d >= 2 else [slice(0, d)]
+    if effective_n_jobs(n_jobs) >= 2 and len(halves) == 2:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=2) as ex:
+            parts = list(ex.map(lambda sl: np.var(X[:, sl], axis=0), halves))
+    else:
+        parts = [np.var(X[:, sl], axis=0) for sl in halves]
+    return float(np.mean(np.concatenate(parts)))
+
+
 def _relocate_empty(X, centers, counts, sums, n_jobs) -> None:
     """Give every empty cluster the row farthest from its centre (scikit-learn's rule), in place.
 
@@ -127,7 +171,7 @@ def lloyd(X: np.ndarray, init: np.ndarray, *, max_iter: int = 300, tol: float = 
     n_jobs : int or None, default=1
         Threads of the kernels.
     var_mean : float or None, default=None
-        ``mean(var(X, axis=0))`` when the caller has it (several starts on one ``X``).
+        :func:`mean_feature_variance` of ``X`` when the caller has it (several starts on one ``X``).
 
     Returns
     -------
@@ -148,7 +192,7 @@ def lloyd(X: np.ndarray, init: np.ndarray, *, max_iter: int = 300, tol: float = 
     if tol == 0:
         tol_abs = 0.0
     else:
-        tol_abs = (float(np.mean(np.var(X, axis=0))) if var_mean is None else float(var_mean)) * tol
+        tol_abs = (mean_feature_variance(X, n_jobs) if var_mean is None else float(var_mean)) * tol
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         counts, sums, _ = lloyd_stats(X, centers, n_jobs=n_jobs)

@@ -501,12 +501,13 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
                      scratch: bool = False, n_threads: int = 1) -> np.ndarray:
     """Lloyd k-means with greedy k-means++ seeding, ``k`` capped at the distinct rows.
 
-    Seeding and Lloyd run on the client's ``n_threads``
-    (:func:`fastfc._local_kmeans.kmeanspp`, :func:`fastfc._local_kmeans.lloyd`: rows split
-    in fixed blocks, fixed reduction order), so the labels are the same bits for any
-    thread count. They are not scikit-learn's ``KMeans`` bits (exact float64 distances
-    instead of its ``||c||^2 - 2 x.c`` expansion); scikit-learn's was used up to issue 15
-    and its one-thread Lloyd could not use the client's threads.
+    Clients of at least :data:`fastfc._local_kmeans.THREADED_MIN_ELEMENTS` values run seeding
+    and Lloyd on their ``n_threads`` (:func:`fastfc._local_kmeans.kmeanspp`,
+    :func:`fastfc._local_kmeans.lloyd`: rows split in fixed blocks, fixed reduction order),
+    so the labels are the same bits for any thread count; they are not scikit-learn's
+    ``KMeans`` bits (exact float64 distances instead of its ``||c||^2 - 2 x.c`` expansion).
+    Smaller clients run scikit-learn's ``KMeans`` on one thread, as up to issue 15 (the
+    choice depends on the shape only).
 
     ``max_iter`` caps Lloyd: micro-subclusters need not be converged k-means
     cells, and the iterations to convergence grow with n (9, 49, 138 at
@@ -514,13 +515,17 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     client phase superlinear; at 30 the inertia was within 0.4 % of the
     converged one.
 
-    ``scratch``: unused (kept for callers; the kernels never copy or modify ``X``).
+    ``scratch=True``: ``X`` is the caller's scratch array, which scikit-learn may centre in
+    place (``copy_x=False``: the same arithmetic and result, one copy of ``X`` fewer; ``X`` is
+    left with rounding-level changes). The threaded engine never modifies ``X``.
 
     Returns
     -------
     labels : ndarray of shape (n,), int64, ``0..k'-1`` (none empty)
     """
-    from ._local_kmeans import kmeanspp, lloyd
+    from sklearn.cluster import KMeans
+
+    from ._local_kmeans import kmeanspp, lloyd, use_threaded_engine
 
     k = max(1, min(k, _distinct_rows_up_to(X, k)))
     if k == 1:
@@ -528,11 +533,17 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     # greedy k-means++ (2 + ln k candidates per step, scikit-learn's variant). Plain k-means++ (one
     # candidate) was ~10 % faster at 10^5 rows per client but left more tiny subclusters that
     # survive the merge as spurious clusters (ids2_22, k given: F 1.0 in 10/10 seeds with greedy,
-    # 0.66 in 2/10 with plain seeding). One int drawn from the client's stream, as before, seeds it.
-    sub = np.random.default_rng(sklearn_seed(rng))
-    seeds = kmeanspp(X, k, sub, n_jobs=n_threads)
-    _, labels, _, _ = lloyd(X, X[seeds], max_iter=max_iter, tol=1e-4, n_jobs=n_threads)
-    return np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    # 0.66 in 2/10 with plain seeding). One int drawn from the client's stream seeds either engine.
+    seed = sklearn_seed(rng)
+    if use_threaded_engine(*X.shape):
+        seeds = kmeanspp(X, k, np.random.default_rng(seed), n_jobs=n_threads)
+        _, labels, _, _ = lloyd(X, X[seeds], max_iter=max_iter, tol=1e-4, n_jobs=n_threads)
+        return np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    # scikit-learn's Lloyd sums in a thread-count-dependent order (centres differ in the last
+    # bits between 1 and 2 threads): the estimator runs this in the base's pinned worker (one
+    # OpenMP thread), so labels do not depend on the machine
+    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=seed, copy_x=not scratch).fit(X)
+    return np.unique(km.labels_, return_inverse=True)[1].astype(np.int64)
 
 
 def _distinct_rows_up_to(X: np.ndarray, k: int) -> int:

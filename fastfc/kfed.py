@@ -189,7 +189,7 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     if engine == "threads":
         starts = [_start_init_threads(A_hat, V, n_local, rng, n_threads) for _ in range(n_init)]
         del A_hat
-        var_mean = float(np.mean(np.var(X, axis=0)))  # once for every start (scikit-learn's tolerance)
+        var_mean = _lk.mean_feature_variance(X, n_threads)  # once for every start (scikit-learn's tolerance)
         best = None
         for init, _seed in starts:
             centers, labels, inertia, _ = _lk.lloyd(X, init, max_iter=max_iter, tol=tol, n_jobs=n_threads,
@@ -660,11 +660,16 @@ class KFed(BaseFederatedClusterer):
             centers, labels = local_awasthi_sheffet(X, k_local, rng, max_iter=self.max_iter, tol=self.tol,
                                                     n_init=self.local_n_init)
             return KFedSummary(centers=centers, n_features=X.shape[1]), {"labels": labels}
-        # federated units (the default): the same steps on the client's threads (issue 15)
+        # federated units (the default): large clients run the same steps on their threads (issue 15)
         scaler, stats = _units.local_scaler(X)
-        centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
-                                                tol=self.tol, n_init=self.local_n_init,
-                                                engine="threads", n_threads=n_threads)
+        if _lk.use_threaded_engine(*X.shape):
+            centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
+                                                    tol=self.tol, n_init=self.local_n_init,
+                                                    engine="threads", n_threads=n_threads)
+        else:
+            centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
+                                                    tol=self.tol, n_init=self.local_n_init,
+                                                    refill=lambda Z: scaler.transform(X, out=Z))
         centers = X.copy() if X.shape[0] <= k_local else scaler.inverse(centers)  # n <= k': the rows, exactly
         summary = KFedSummary(centers=centers, n_features=X.shape[1], feature_stats=stats)
         return summary, {"labels": labels}

@@ -143,8 +143,16 @@ def test_lloyd_same_bits_for_any_threads(dtype):
     (KFed, {}),
     (FedKMeans, {}),
 ])
-def test_one_client_labels_same_for_n_jobs_1_and_2(Est, kw):
-    X = _blobs(6000, 8, 5, seed=11)
+@pytest.mark.parametrize("threshold", ["real", 0])
+def test_one_client_labels_same_for_n_jobs_1_and_2(Est, kw, threshold, monkeypatch):
+    import fastfc._local_kmeans as lk
+
+    if threshold == 0:  # every client on the threaded engine
+        monkeypatch.setattr(lk, "THREADED_MIN_ELEMENTS", 0)
+        X = _blobs(6000, 8, 5, seed=11)
+    else:  # a client above the real threshold
+        X = _blobs(lk.THREADED_MIN_ELEMENTS // 8 + 10, 8, 5, seed=11)
+        assert lk.use_threaded_engine(*X.shape)
     a = Est(n_clusters=5, random_state=0, n_jobs=1, **kw).fit(X)
     b = Est(n_clusters=5, random_state=0, n_jobs=2, **kw).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -194,3 +202,24 @@ def test_kfed_local_step_same_bits_for_any_threads():
     c = local_awasthi_sheffet(X, 5, np.random.default_rng(0), n_init=3)
     from sklearn.metrics import adjusted_rand_score
     assert adjusted_rand_score(a[1], c[1]) == 1.0
+
+
+def test_small_clients_keep_the_one_thread_scikit_learn_steps(monkeypatch):
+    """Below the threshold (a function of the shape only) k-FED and Fed-k*-HC give the results they
+    gave before issue 15; above it the threaded engine runs (other roundings and draws)."""
+    import fastfc._local_kmeans as lk
+    X = _blobs(3000, 5, 4, seed=9)
+    assert not lk.use_threaded_engine(*X.shape)
+    calls = []
+    real = lk.lloyd
+    monkeypatch.setattr(lk, "lloyd", lambda *a, **k: calls.append(1) or real(*a, **k))
+    small = KFed(n_clusters=4, random_state=0, n_jobs=2).fit(X)
+    FedKStarHC(n_clusters=4, micro="kmeans", random_state=0, n_jobs=2).fit(X)
+    assert calls == []
+    monkeypatch.setattr(lk, "THREADED_MIN_ELEMENTS", 0)
+    big = KFed(n_clusters=4, random_state=0, n_jobs=2).fit(X)
+    assert len(calls) == 5  # local_n_init=5 starts
+    FedKStarHC(n_clusters=4, micro="kmeans", random_state=0, n_jobs=2).fit(X)
+    assert len(calls) == 6
+    from sklearn.metrics import adjusted_rand_score
+    assert adjusted_rand_score(small.labels_, big.labels_) == 1.0  # separated blobs: the same clustering

@@ -307,10 +307,10 @@ def test_chains_equal_centralised_lloyd_from_the_same_starts(n_clients, units):
     X = X[np.argsort(X[:, 0], kind="stable")]
     Xc = np.array_split(X, n_clients)  # clients hold slices along feature 0: non-IID, the chains differ
     R, s = 10, 6
-    est = KFed(n_clusters=6, units=units, refine_rounds=R, refine_n_init=s, refine_tol=0.0, random_state=6)
-    bcs, _, labels, rounds = _chain_run(est, Xc, 6)
+    est = KFed(n_clusters=6, units=units, refine_rounds=R, refine_n_init=s, refine_tol=0.0, random_state=5)
+    bcs, _, labels, rounds = _chain_run(est, Xc, 5)
     fitted = KFed(n_clusters=6, units=units, refine_rounds=R, refine_n_init=s, refine_tol=0.0,
-                  random_state=6).fit_clients(Xc)
+                  random_state=5).fit_clients(Xc)
     np.testing.assert_array_equal(labels, fitted.labels_)
     first = bcs[1][0]
     assert first.chains.tolist() == list(range(s))
