@@ -1328,7 +1328,9 @@ class FedKStarHC(BaseFederatedClusterer):
         ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads for the clients and the compiled kernels. Labels do not
-        depend on it.
+        depend on it. A client of at least ``2**18`` values (rows x features)
+        runs its k-means micro-partition on its share of the threads (see
+        :func:`kmeans_partition`).
 
     Attributes
     ----------

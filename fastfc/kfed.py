@@ -519,7 +519,12 @@ class KFed(BaseFederatedClusterer):
         ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads for the clients (and native kernels). ``None`` means 1, ``-1``
-        all cores. Labels do not depend on it.
+        all cores. Labels do not depend on it. In federated units a client of at
+        least ``2**18`` values (rows x features) runs its local step on its share of
+        the threads (fastfc's seeding, proximity and Lloyd kernels, deterministic for
+        any thread count); smaller clients, and every client in raw units
+        (``units=None``, the published code), run the NumPy / scikit-learn steps on
+        one thread.
 
     Attributes
     ----------
