@@ -15,7 +15,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNELS = ["_assign", "_kstar"]
+KERNELS = ["_assign", "_kstar", "_seed"]
 
 
 def _compiler_has_openmp(cc: str) -> bool:

@@ -233,8 +233,12 @@ except ImportError:  # private API moved: the estimator path (tested by forcing 
     _same_clustering = _same_clustering_numpy
 
 
-def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
+def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator, n_threads: int = 1) -> np.ndarray:
     """Row indices of greedy k-means++ seeds (``2 + floor(ln k)`` candidates per step, as scikit-learn).
+
+    Computed by the compiled kernel :func:`fastfc._kernels._seed.kmeanspp_kernel` on
+    ``n_threads`` threads: the same seeds for any thread count, and the same as the Numba
+    kernel :func:`fastfc._kernels._feca.kmeans_plusplus` (used up to issue 15; tested).
 
     Parameters
     ----------
@@ -242,23 +246,20 @@ def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> 
     n_clusters : int, <= n_samples
     rng : numpy.random.Generator
         Supplies ``1 + (n_clusters - 1) * n_trials`` uniforms.
+    n_threads : int, default=1
 
     Returns
     -------
     seeds : ndarray of shape (n_clusters,), int64
     """
-    n = X.shape[0]
-    n_trials = 2 + int(np.log(n_clusters))
-    uniforms = rng.random(1 + (n_clusters - 1) * n_trials)
-    seeds = np.empty(n_clusters, dtype=np.int64)
-    closest, cand, best_d, cum = (np.empty(n) for _ in range(4))
-    K.kmeans_plusplus(X, uniforms, n_trials, seeds, closest, cand, best_d, cum)
-    return seeds
+    from ._local_kmeans import kmeanspp
+
+    return kmeanspp(X, n_clusters, rng, n_jobs=n_threads)
 
 
 def local_kmeans(
     X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, init: str = "k-means++", n_init: int = 1,
-    max_iter: int = 300, tol: float = 1e-4, refill=None,
+    max_iter: int = 300, tol: float = 1e-4, refill=None, n_threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Plain k-means on one client: seeding, then scikit-learn's Lloyd on one thread.
 
@@ -285,6 +286,8 @@ def local_kmeans(
         Given when ``X`` is the caller's scratch array: ``refill(X)`` rewrites it in place with
         its original values. ``X`` is then centred in place (the same values as ``X - mean``)
         instead of into a copy, and refilled before returning.
+    n_threads : int, default=1
+        Threads of the seeding kernel (the seeds do not depend on it).
 
     Returns
     -------
@@ -304,7 +307,7 @@ def local_kmeans(
         best = None
         for _ in range(n_init):
             if init == "k-means++":
-                centers0 = Xc[kmeanspp_seeds(Xc, n_clusters, rng)]
+                centers0 = Xc[kmeanspp_seeds(Xc, n_clusters, rng, n_threads)]
             else:
                 centers0 = Xc[rng.choice(X.shape[0], size=n_clusters, replace=False)]
             if _HAVE_SKLEARN_LLOYD:
@@ -385,6 +388,7 @@ def feca_client(
     tol: float = 1e-4,
     merge: bool = False,
     refill=None,
+    n_threads: int = 1,
 ) -> FeCAClientResult:
     """Client phase of FeCA: local k-means, ClientUpdate (Alg. 2), RadiusAssign (Alg. 4 / 3).
 
@@ -415,6 +419,8 @@ def feca_client(
     refill : callable or None, default=None
         ``X`` is the caller's scratch array and ``refill(X)`` restores it exactly (see
         :func:`local_kmeans`): the local k-means centres it in place.
+    n_threads : int, default=1
+        The client's thread budget (results do not depend on it).
 
     Returns
     -------
@@ -427,7 +433,7 @@ def feca_client(
         labels = np.arange(n, dtype=np.int64)
     else:
         centers, labels, n_iter = local_kmeans(X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
-                                               refill=refill)
+                                               refill=refill, n_threads=n_threads)
     res = feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
                       degenerate=degenerate, merge=merge and not degenerate)
     return res if degenerate else dataclasses.replace(res, n_iter=n_iter)
@@ -1007,7 +1013,7 @@ class FeCA(BaseFederatedClusterer):
             X if scaler is None else scaler.transform(X), self._k_local(), rng, refine=self.refine,
             radius=self.radius, spread=self.spread, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
             tol=self.tol, merge=self.merge_pieces,
-            refill=None if scaler is None else (lambda Z: scaler.transform(X, out=Z)),
+            refill=None if scaler is None else (lambda Z: scaler.transform(X, out=Z)), n_threads=n_threads,
         )
         if scaler is None or res.degenerate:  # a client with n <= k_c uploads its rows exactly
             centers = res.centers if scaler is None else np.asarray(X, dtype=np.float64)[res.kept]

@@ -503,8 +503,16 @@ def snp_partition(
 
 
 def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_iter: int = 30,
-                     scratch: bool = False) -> np.ndarray:
-    """Lloyd k-means with k-means++ seeding (scikit-learn), ``k`` capped at the distinct rows.
+                     scratch: bool = False, n_threads: int = 1) -> np.ndarray:
+    """Lloyd k-means with greedy k-means++ seeding, ``k`` capped at the distinct rows.
+
+    Clients of at least :data:`fastfc._local_kmeans.THREADED_MIN_ELEMENTS` values run seeding
+    and Lloyd on their ``n_threads`` (:func:`fastfc._local_kmeans.kmeanspp`,
+    :func:`fastfc._local_kmeans.lloyd`: rows split in fixed blocks, fixed reduction order),
+    so the labels are the same bits for any thread count; they are not scikit-learn's
+    ``KMeans`` bits (exact float64 distances instead of its ``||c||^2 - 2 x.c`` expansion).
+    Smaller clients run scikit-learn's ``KMeans`` on one thread, as up to issue 15 (the
+    choice depends on the shape only).
 
     ``max_iter`` caps Lloyd: micro-subclusters need not be converged k-means
     cells, and the iterations to convergence grow with n (9, 49, 138 at
@@ -514,7 +522,7 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
 
     ``scratch=True``: ``X`` is the caller's scratch array, which scikit-learn may centre in
     place (``copy_x=False``: the same arithmetic and result, one copy of ``X`` fewer; ``X`` is
-    left with rounding-level changes).
+    left with rounding-level changes). The threaded engine never modifies ``X``.
 
     Returns
     -------
@@ -522,17 +530,24 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     """
     from sklearn.cluster import KMeans
 
+    from ._local_kmeans import kmeanspp, lloyd, use_threaded_engine
+
     k = max(1, min(k, _distinct_rows_up_to(X, k)))
     if k == 1:
         return np.zeros(X.shape[0], dtype=np.int64)
-    # scikit-learn's greedy k-means++ (2 + ln k candidates per step). Plain k-means++ (one
+    # greedy k-means++ (2 + ln k candidates per step, scikit-learn's variant). Plain k-means++ (one
     # candidate) was ~10 % faster at 10^5 rows per client but left more tiny subclusters that
     # survive the merge as spurious clusters (ids2_22, k given: F 1.0 in 10/10 seeds with greedy,
-    # 0.66 in 2/10 with plain seeding)
+    # 0.66 in 2/10 with plain seeding). One int drawn from the client's stream seeds either engine.
+    seed = sklearn_seed(rng)
+    if use_threaded_engine(*X.shape):
+        seeds = kmeanspp(X, k, np.random.default_rng(seed), n_jobs=n_threads)
+        _, labels, _, _ = lloyd(X, X[seeds], max_iter=max_iter, tol=1e-4, n_jobs=n_threads)
+        return np.unique(labels, return_inverse=True)[1].astype(np.int64)
     # scikit-learn's Lloyd sums in a thread-count-dependent order (centres differ in the last
     # bits between 1 and 2 threads): the estimator runs this in the base's pinned worker (one
     # OpenMP thread), so labels do not depend on the machine
-    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=sklearn_seed(rng), copy_x=not scratch).fit(X)
+    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=seed, copy_x=not scratch).fit(X)
     return np.unique(km.labels_, return_inverse=True)[1].astype(np.int64)
 
 
@@ -1374,7 +1389,9 @@ class FedKStarHC(BaseFederatedClusterer):
         ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads for the clients and the compiled kernels. Labels do not
-        depend on it.
+        depend on it. A client of at least ``2**18`` values (rows x features)
+        runs its k-means micro-partition on its share of the threads (see
+        :func:`kmeans_partition`).
 
     Attributes
     ----------
@@ -1581,7 +1598,8 @@ class FedKStarHC(BaseFederatedClusterer):
             labels = snp_partition(Xp, rng, k_max=k_budget, eta=self.snp_eta, xi=self.snp_xi,
                                    max_epochs=self.snp_max_epochs)
         else:
-            labels = kmeans_partition(Xp, rng, k=k_budget, max_iter=self.micro_max_iter, scratch=Xp is not X)
+            labels = kmeans_partition(Xp, rng, k=k_budget, max_iter=self.micro_max_iter, scratch=Xp is not X,
+                                      n_threads=n_threads)
         n_min = max(self._floor(d), math.ceil(self.min_frac * n / (int(labels.max()) + 1)))
         if robust and n >= 3:
             labels = drop_small(labels, n_min)

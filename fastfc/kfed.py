@@ -29,6 +29,8 @@ import warnings
 import numpy as np
 import scipy.linalg
 from sklearn.cluster import KMeans
+
+from . import _local_kmeans as _lk
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -122,7 +124,7 @@ class KFedReply(Message):
 
 # ------------------------------------------------------------ client phase
 def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator, *, max_iter: int = 300, tol: float = 1e-4,
-                          n_init: int = 1, refill=None):
+                          n_init: int = 1, refill=None, engine: str = "sklearn", n_threads: int = 1):
     """Awasthi–Sheffet local k-means of one client (k-FED Algorithm 1), best of ``n_init`` starts.
 
     Parameters
@@ -143,7 +145,19 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
         Given when ``X`` is the caller's scratch array: ``refill(X)`` rewrites it in place with
         its original values. Each Lloyd run then centres ``X`` in place (scikit-learn's
         ``copy_x=False``: the same arithmetic, so the same result) instead of copying it, and
-        ``X`` is refilled before the next start. ``X`` is left centred.
+        ``X`` is refilled before the next start. ``X`` is left centred (``engine="sklearn"``;
+        the ``"threads"`` engine never modifies ``X``).
+    engine : {"sklearn", "threads"}, default="sklearn"
+        ``"sklearn"``: the published code's steps (NumPy D^2 seeding and proximity step,
+        scikit-learn's Lloyd on one thread). ``"threads"``: the same algorithm on the
+        client's ``n_threads`` with fastfc's kernels -- D^2 seeding
+        (:func:`fastfc._local_kmeans.kmeanspp`, one candidate), the proximity step
+        (:func:`fastfc._kernels._seed.proximity_stats_kernel`) and Lloyd
+        (:func:`fastfc._local_kmeans.lloyd`), each with a fixed partition of the rows and a
+        fixed reduction order, so the result is the same bits for any ``n_threads`` (but
+        not the ``"sklearn"`` engine's bits: other draws and roundings).
+    n_threads : int, default=1
+        Threads of the ``"threads"`` engine.
 
     Returns
     -------
@@ -173,6 +187,17 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     A_hat = X @ V  # (n, r)
     # every start's seeding and proximity step first (they draw from rng in the published order), then
     # the projection is freed before the Lloyd runs: peak memory X + one Lloyd, not X + A_hat + Lloyd
+    if engine == "threads":
+        starts = [_start_init_threads(A_hat, V, n_local, rng, n_threads) for _ in range(n_init)]
+        del A_hat
+        var_mean = _lk.mean_feature_variance(X, n_threads)  # once for every start (scikit-learn's tolerance)
+        best = None
+        for init, _seed in starts:
+            centers, labels, inertia, _ = _lk.lloyd(X, init, max_iter=max_iter, tol=tol, n_jobs=n_threads,
+                                                     var_mean=var_mean)
+            if best is None or inertia < best[2]:
+                best = (centers, labels, inertia)
+        return best[0].astype(X.dtype, copy=False), best[1].astype(np.int64)
     starts = [_start_init(A_hat, V, n_local, rng) for _ in range(n_init)]
     del A_hat
     best = None
@@ -315,6 +340,37 @@ def _kfed_kernels():
 def _kfed_kernels_apply(A: np.ndarray) -> bool:
     """Whether the Numba seeding / proximity kernels take ``A`` (C-contiguous float64; else the NumPy passes)."""
     return A.dtype == np.float64 and A.flags.c_contiguous and A.ndim == 2
+
+
+#: a block of the threaded proximity step holds at least this many rows (blocks: at most 64)
+_PROXIMITY_BLOCK = 4096
+
+
+def _start_init_threads(A_hat, V, n_local, rng, n_threads) -> tuple[np.ndarray, int]:
+    """:func:`_start_init` on ``n_threads`` threads, the same bits for any thread count.
+
+    D^2 seeds in the projection by :func:`fastfc._local_kmeans.kmeanspp` with one candidate
+    per step (plain k-means++, the published code's; its first seed ``floor(u n)``), then
+    the means of the 1/3-proximity sets by
+    :func:`fastfc._kernels._seed.proximity_stats_kernel` (``9 ||a - nu_r||^2 <= ||a - nu_s||^2``
+    on squared distances).
+    """
+    from ._kernels._seed import proximity_stats_kernel
+
+    A = np.ascontiguousarray(A_hat, dtype=np.float64)
+    n = A.shape[0]
+    idx = _lk.kmeanspp(A, n_local, rng, n_jobs=n_threads, n_trials=1)
+    seeds = A[idx].copy()
+    counts = np.zeros(n_local, dtype=np.int64)
+    sums = np.zeros_like(seeds)
+    block = max(_PROXIMITY_BLOCK, -(-n // 64))
+    if not proximity_stats_kernel(A, seeds, counts, sums, block, int(n_threads)):
+        raise MemoryError("k-FED proximity step: could not allocate the per-block partial sums")
+    init_proj = seeds.copy()
+    filled = counts > 0
+    init_proj[filled] = sums[filled] / counts[filled, None]
+    init = init_proj @ V.T  # back to R^d
+    return init, sklearn_seed(rng)
 
 
 def d2_seed_rows(A: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -578,7 +634,12 @@ class KFed(BaseFederatedClusterer):
         ``server_aggregate``) needs an int, the same for every party.
     n_jobs : int or None, default=None
         Threads for the clients (and native kernels). ``None`` means 1, ``-1``
-        all cores. Labels do not depend on it.
+        all cores. Labels do not depend on it. In federated units a client of at
+        least ``2**18`` values (rows x features) runs its local step on its share of
+        the threads (fastfc's seeding, proximity and Lloyd kernels, deterministic for
+        any thread count); smaller clients, and every client in raw units
+        (``units=None``, the published code), run the NumPy / scikit-learn steps on
+        one thread.
 
     Attributes
     ----------
@@ -715,14 +776,20 @@ class KFed(BaseFederatedClusterer):
     # phases -----------------------------------------------------------------
     def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[KFedSummary, dict]:
         k_local = self._k_local()
-        if self.units is None:
+        if self.units is None:  # the published code's raw units: its steps, scikit-learn's Lloyd
             centers, labels = local_awasthi_sheffet(X, k_local, rng, max_iter=self.max_iter, tol=self.tol,
                                                     n_init=self.local_n_init)
             return KFedSummary(centers=centers, n_features=X.shape[1]), {"labels": labels}
+        # federated units (the default): large clients run the same steps on their threads (issue 15)
         scaler, stats = _units.local_scaler(X)
-        centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
-                                                tol=self.tol, n_init=self.local_n_init,
-                                                refill=lambda Z: scaler.transform(X, out=Z))
+        if _lk.use_threaded_engine(*X.shape):
+            centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
+                                                    tol=self.tol, n_init=self.local_n_init,
+                                                    engine="threads", n_threads=n_threads)
+        else:
+            centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
+                                                    tol=self.tol, n_init=self.local_n_init,
+                                                    refill=lambda Z: scaler.transform(X, out=Z))
         centers = X.copy() if X.shape[0] <= k_local else scaler.inverse(centers)  # n <= k': the rows, exactly
         summary = KFedSummary(centers=centers, n_features=X.shape[1], feature_stats=stats)
         return summary, {"labels": labels}

@@ -1,0 +1,369 @@
+# cython: language_level=3
+"""Greedy k-means++ seeding over the rows of one client, threads over rows, deterministic.
+
+Numeric work only: inputs are validated by :func:`fastfc._local_kmeans.kmeanspp`.
+
+The seeding is the greedy variant of k-means++ that scikit-learn uses (``n_trials``
+candidates drawn per step with probability proportional to the squared distance to the
+nearest seed so far; the candidate of lowest resulting potential wins, ties to the first
+drawn), from pre-drawn uniforms, with the arithmetic of the Numba kernel
+:func:`fastfc._kernels._feca.kmeans_plusplus`: every squared distance is the float64 sum,
+in feature order, of squared float64 differences; the cumulative weights and each
+candidate's potential are summed serially in row order. Its seeds are therefore the same.
+
+Parallelism.  The expensive part, the squared distance of every row to every candidate of
+a step (``n * n_trials * d`` operations), is cut into fixed chunks of rows spread over
+OpenMP threads (``prange``, ``nogil``); each row's values are written to its own slots, so
+they do not depend on the thread count. The serial parts (the cumulative weights and the
+potentials, ``n * (n_trials + 2)`` additions per step) keep their order. Seeds are
+bit-identical for any number of threads.
+"""
+cimport cython
+from cython.parallel cimport prange
+from libc.stdlib cimport calloc, free, malloc
+
+ctypedef fused floating:
+    float
+    double
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef inline double _sqdist_rows(const floating* a, const floating* b, Py_ssize_t d) noexcept nogil:
+    """``sum_f (double(a[f]) - double(b[f]))**2``, summed in the order f = 0 .. d-1."""
+    cdef double s = 0.0
+    cdef double t
+    cdef Py_ssize_t f
+    for f in range(d):
+        t = <double>a[f] - <double>b[f]
+        s = s + t * t
+    return s
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef inline Py_ssize_t _draw(const double* cum, Py_ssize_t n, double total, double u) noexcept nogil:
+    """First index with ``cum[i] > u * total`` (NumPy ``searchsorted(side="right")``), at most n - 1."""
+    cdef double target = u * total
+    cdef Py_ssize_t lo = 0
+    cdef Py_ssize_t hi = n
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cum[mid] <= target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n - 1 else n - 1
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _candidate_dists(
+    const floating* X,
+    Py_ssize_t lo,
+    Py_ssize_t hi,
+    Py_ssize_t n,
+    Py_ssize_t d,
+    const Py_ssize_t* rows,
+    Py_ssize_t n_rows,
+    const double* closest,
+    double* cand,
+) noexcept nogil:
+    """``cand[t * n + i] = min(closest[i], ||x_i - x_rows[t]||^2)`` for rows ``lo <= i < hi``.
+
+    With ``closest == NULL``: ``cand[t * n + i] = ||x_i - x_rows[t]||^2``.
+    """
+    cdef Py_ssize_t i, t, f
+    cdef double v, a0, a1, a2, a3, t0, t1, t2, t3, cf
+    cdef const floating* c
+    cdef const floating* x0
+    cdef double* out
+    for t in range(n_rows):
+        c = X + rows[t] * d
+        out = cand + t * n
+        i = lo
+        # four rows side by side (independent chains), each summed in feature order
+        while i + 4 <= hi:
+            x0 = X + i * d
+            a0 = 0.0
+            a1 = 0.0
+            a2 = 0.0
+            a3 = 0.0
+            for f in range(d):
+                cf = <double>c[f]
+                t0 = <double>x0[f] - cf
+                t1 = <double>x0[d + f] - cf
+                t2 = <double>x0[2 * d + f] - cf
+                t3 = <double>x0[3 * d + f] - cf
+                a0 = a0 + t0 * t0
+                a1 = a1 + t1 * t1
+                a2 = a2 + t2 * t2
+                a3 = a3 + t3 * t3
+            out[i] = a0
+            out[i + 1] = a1
+            out[i + 2] = a2
+            out[i + 3] = a3
+            i = i + 4
+        while i < hi:
+            out[i] = _sqdist_rows(X + i * d, c, d)
+            i = i + 1
+        if closest != NULL:
+            for i in range(lo, hi):
+                if closest[i] < out[i]:
+                    out[i] = closest[i]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _all_candidate_dists(
+    const floating* X,
+    Py_ssize_t n,
+    Py_ssize_t d,
+    const Py_ssize_t* rows,
+    Py_ssize_t n_rows,
+    const double* closest,
+    double* cand,
+    int n_threads,
+    Py_ssize_t chunk_size,
+) noexcept nogil:
+    """:func:`_candidate_dists` over all rows, chunks of ``chunk_size`` rows spread over threads."""
+    cdef Py_ssize_t n_chunks = (n + chunk_size - 1) // chunk_size
+    cdef Py_ssize_t ch, lo, hi
+    if n_threads <= 1 or n_chunks <= 1:
+        # chunk by chunk as well: a chunk's rows stay in cache across the candidates
+        for ch in range(n_chunks):
+            lo = ch * chunk_size
+            hi = lo + chunk_size
+            if hi > n:
+                hi = n
+            _candidate_dists(X, lo, hi, n, d, rows, n_rows, closest, cand)
+        return
+    for ch in prange(n_chunks, schedule="static", num_threads=n_threads):
+        lo = ch * chunk_size
+        hi = lo + chunk_size
+        if hi > n:
+            hi = n
+        _candidate_dists(X, lo, hi, n, d, rows, n_rows, closest, cand)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def kmeanspp_kernel(
+    const floating[:, ::1] X,
+    const double[::1] uniforms,
+    int n_trials,
+    long long[::1] seeds,
+    double[::1] closest,
+    double[:, ::1] cand,
+    double[::1] cum,
+    int n_threads=1,
+    Py_ssize_t chunk_size=1024,
+):
+    """Greedy k-means++ seeds of the rows of ``X`` (row indices), from pre-drawn uniforms.
+
+    The first seed is row ``min(floor(u_0 n), n - 1)``; every next one is the best, by the
+    resulting potential ``sum_x min_c ||x - c||^2``, of ``n_trials`` rows drawn with
+    probability proportional to the current squared distance to the nearest seed (ties:
+    the first drawn; when every row sits on a seed, rows ``floor(u n)``).
+
+    Parameters
+    ----------
+    X : (n, d) C-contiguous float32/float64, n >= 1
+    uniforms : (1 + (k - 1) * n_trials,) float64 U(0, 1) draws
+    n_trials : int, >= 1
+    seeds : (k,) int64 output, the row of each seed in drawing order
+    closest : (n,) float64 output, squared distance of every row to its nearest seed
+    cand : (n_trials, n) float64 work buffer
+    cum : (n,) float64 work buffer
+    n_threads : int
+        OpenMP threads (ignored in a serial build).
+    chunk_size : int
+        Rows per chunk of the distance pass.
+    """
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t d = X.shape[1]
+    cdef Py_ssize_t k = seeds.shape[0]
+    cdef Py_ssize_t c, t, i, best_t
+    cdef Py_ssize_t rows[64]
+    cdef double total, pot, best_pot
+    cdef double* cp
+    if n == 0 or k == 0:
+        return
+    if n_trials < 1 or n_trials > 64:
+        raise ValueError("n_trials must be in 1 .. 64")
+    if chunk_size < 1:
+        chunk_size = 1
+    with nogil:
+        rows[0] = <Py_ssize_t>(uniforms[0] * n)
+        if rows[0] > n - 1:
+            rows[0] = n - 1
+        seeds[0] = rows[0]
+        _all_candidate_dists(&X[0, 0], n, d, rows, 1, NULL, &cand[0, 0], n_threads, chunk_size)
+        for i in range(n):
+            closest[i] = cand[0, i]
+        for c in range(1, k):
+            total = 0.0
+            for i in range(n):
+                total = total + closest[i]
+                cum[i] = total
+            for t in range(n_trials):
+                if total > 0.0:
+                    rows[t] = _draw(&cum[0], n, total, uniforms[1 + (c - 1) * n_trials + t])
+                else:  # every row sits on a seed: any row will do
+                    rows[t] = <Py_ssize_t>(uniforms[1 + (c - 1) * n_trials + t] * n)
+                    if rows[t] > n - 1:
+                        rows[t] = n - 1
+            _all_candidate_dists(&X[0, 0], n, d, rows, n_trials, &closest[0], &cand[0, 0], n_threads, chunk_size)
+            best_pot = 0.0
+            best_t = -1
+            for t in range(n_trials):
+                cp = &cand[t, 0]
+                pot = 0.0
+                for i in range(n):
+                    pot = pot + cp[i]
+                if best_t < 0 or pot < best_pot:
+                    best_pot = pot
+                    best_t = t
+            seeds[c] = rows[best_t]
+            cp = &cand[best_t, 0]
+            for i in range(n):
+                closest[i] = cp[i]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _proximity_block(
+    const double* A,
+    Py_ssize_t lo,
+    Py_ssize_t hi,
+    Py_ssize_t r,
+    const double* S,
+    Py_ssize_t k,
+    double* acc,
+    long long* counts,
+    double* sums,
+) noexcept nogil:
+    """Rows ``lo <= i < hi`` of :func:`proximity_stats_kernel`, added to one block's partials."""
+    cdef Py_ssize_t i, j, f
+    cdef double t, best, second
+    cdef int arg
+    cdef const double* a
+    for i in range(lo, hi):
+        a = A + i * r
+        for j in range(k):
+            acc[j] = 0.0
+            for f in range(r):
+                t = a[f] - S[j * r + f]
+                acc[j] = acc[j] + t * t
+        best = acc[0]
+        arg = 0
+        for j in range(1, k):
+            if acc[j] < best:
+                best = acc[j]
+                arg = <int>j
+        if k > 1:
+            second = -1.0
+            for j in range(k):
+                if j != arg and (second < 0.0 or acc[j] < second):
+                    second = acc[j]
+            # 3 |a - nu_arg| <= |a - nu_s| for every s != arg, on squared distances
+            if not (9.0 * best <= second):
+                continue
+        counts[arg] += 1
+        for f in range(r):
+            sums[arg * r + f] += a[f]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def proximity_stats_kernel(
+    const double[:, ::1] A,
+    const double[:, ::1] S,
+    long long[::1] counts,
+    double[:, ::1] sums,
+    Py_ssize_t block_rows,
+    int n_threads=1,
+):
+    """Counts and sums of the 1/3-proximity sets of the seeds ``S`` (Awasthi–Sheffet).
+
+    Row ``a`` belongs to the set of its nearest seed ``r`` (squared distances summed in
+    feature order, ties to the lowest index) when ``9 ||a - S_r||^2 <= ||a - S_s||^2`` for
+    every other seed ``s`` (with one seed, every row). Rows are cut into blocks of
+    ``block_rows`` (a function of the shape only); each block adds its rows in order into
+    its own partials, which are then added in block order: the same bits for any thread
+    count.
+
+    Parameters
+    ----------
+    A : (n, r) C-contiguous float64 rows
+    S : (k, r) C-contiguous float64 seeds
+    counts : (k,) int64 zeroed output
+    sums : (k, r) float64 zeroed output
+    block_rows : int, >= 1
+    n_threads : int
+        OpenMP threads (ignored in a serial build).
+
+    Returns
+    -------
+    ok : bool
+        False when a work buffer could not be allocated.
+    """
+    cdef Py_ssize_t n = A.shape[0]
+    cdef Py_ssize_t r = A.shape[1]
+    cdef Py_ssize_t k = S.shape[0]
+    cdef Py_ssize_t n_blocks, b, j, f, lo, hi
+    cdef long long* cpart
+    cdef double* spart
+    cdef double* acc
+    cdef char* bad
+    cdef bint failed = False
+    if n == 0 or k == 0:
+        return True
+    if block_rows < 1:
+        block_rows = 1
+    n_blocks = (n + block_rows - 1) // block_rows
+    cpart = <long long*>calloc(n_blocks * k, sizeof(long long))
+    spart = <double*>calloc(n_blocks * k * r + 1, sizeof(double))
+    bad = <char*>calloc(n_blocks, sizeof(char))
+    if cpart == NULL or spart == NULL or bad == NULL:
+        free(cpart)
+        free(spart)
+        free(bad)
+        return False
+    if n_threads < 1:
+        n_threads = 1
+    if n_threads > n_blocks:
+        n_threads = <int>n_blocks
+    for b in prange(n_blocks, schedule="dynamic", nogil=True, num_threads=n_threads):
+        lo = b * block_rows
+        hi = lo + block_rows
+        if hi > n:
+            hi = n
+        acc = <double*>malloc(k * sizeof(double))
+        if acc == NULL:
+            bad[b] = 1
+        else:
+            _proximity_block(&A[0, 0], lo, hi, r, &S[0, 0], k, acc, cpart + b * k, spart + b * k * r)
+            free(acc)
+    for b in range(n_blocks):
+        if bad[b]:
+            failed = True
+    if not failed:
+        with nogil:
+            for b in range(n_blocks):
+                for j in range(k):
+                    counts[j] += cpart[b * k + j]
+                    for f in range(r):
+                        sums[j, f] += spart[(b * k + j) * r + f]
+    free(cpart)
+    free(spart)
+    free(bad)
+    return not failed
