@@ -377,7 +377,7 @@ def test_cpl_is_bit_identical_on_two_threads(semantics, d):
 
     rng = np.random.default_rng(300 + d)
     n, k = 3000, 300
-    assert k * d >= K._PAR_MIN_WORK  # the first passes take the parallel path
+    assert k * d >= K._PAR_MIN_WORK and n >= K._PAR_MIN_ROWS  # the first passes take the parallel path
     X = _blobs(rng, n, d, 6, spread=2.0)
     seeds = rng.permutation(n)[:k]
     one = cpl(X, k, seeds=seeds, semantics=semantics, n_threads=1)
