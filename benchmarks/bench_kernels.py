@@ -131,7 +131,7 @@ def roofline(n: int, dtypes, repeats: int) -> int:
     from fastfc._assign import use_gemm
 
     print("# Assignment kernel against its roofline floor\n")
-    print(f"n = {n} standard-normal rows, k standard-normal prototypes, one thread (BLAS limited to one "
+    print(f"n = {n} standard-normal rows, k standard-normal prototypes, one thread (BLAS and OpenMP limited to one "
           f"thread for every implementation); medians of {repeats} alternating runs, wall seconds. "
           f"Floor = max(bytes(X) / {BANDWIDTH / 1e9:.0f} GB/s, 2nkd / peak) with peak "
           f"{PEAK_FLOPS['float64'] / 1e9:.0f} (float64) / {PEAK_FLOPS['float32'] / 1e9:.0f} (float32) GFLOP/s "
@@ -154,7 +154,8 @@ def roofline(n: int, dtypes, repeats: int) -> int:
         for dtype in dtypes:
             X = X64.astype(dtype)
             C = C64.astype(dtype)
-            with threadpool_limits(1, "blas"):
+            # BLAS and OpenMP (scikit-learn's argmin reduction runs on OpenMP threads) at one thread
+            with threadpool_limits(1):
                 runs = {
                     "fastfc": lambda: assign_nearest(X, C, n_jobs=1),
                     "sklearn": lambda: pairwise_distances_argmin(X, C),
