@@ -132,7 +132,7 @@ def roofline(n: int, dtypes, repeats: int) -> int:
 
     print("# Assignment kernel against its roofline floor\n")
     print(f"n = {n} standard-normal rows, k standard-normal prototypes, one thread (BLAS and OpenMP limited to one "
-          f"thread for every implementation); medians of {repeats} alternating runs, wall seconds. "
+          f"thread for every implementation); medians of {repeats} alternating runs. "
           f"Floor = max(bytes(X) / {BANDWIDTH / 1e9:.0f} GB/s, 2nkd / peak) with peak "
           f"{PEAK_FLOPS['float64'] / 1e9:.0f} (float64) / {PEAK_FLOPS['float32'] / 1e9:.0f} (float32) GFLOP/s "
           "(issue 15's figures for this machine). Times are CPU milliseconds of the calling thread "
