@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from numbers import Integral, Real
 from typing import NamedTuple
@@ -69,32 +68,6 @@ class CPLResult(NamedTuple):
     n_clusters: int
     n_passes: int
     objective: float
-
-
-def column_order(X: np.ndarray, n_threads: int = 1) -> np.ndarray:
-    """``order[z]`` = the stable ascending argsort of column ``z`` of ``X``; shape (d, n), int64.
-
-    Columns are sorted independently (on up to ``n_threads`` threads when the rows are
-    many; NumPy's sort releases the GIL); a stable sort has one result, so the output is the
-    same for any thread count.
-    """
-    n, d = X.shape
-    if n_threads <= 1 or d < 2 or n < _PAR_MIN_ROWS:
-        return np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
-    order = np.empty((d, n), dtype=np.int64)
-    parts = min(n_threads, d)
-
-    def part(p: int) -> None:
-        for z in range(p, d, parts):
-            order[z] = np.argsort(X[:, z], kind="stable")
-
-    # the calling thread sorts its own share: n_threads threads in all
-    with ThreadPoolExecutor(max_workers=parts - 1) as ex:
-        futures = [ex.submit(part, p) for p in range(1, parts)]
-        part(0)
-        for f in futures:
-            f.result()
-    return order
 
 
 @contextmanager
@@ -150,8 +123,6 @@ def _may_use_workqueue() -> bool:
 
 
 _WORKQUEUE: bool | None = None
-#: below this many rows the columns are sorted in one call (threads do not pay off)
-_PAR_MIN_ROWS = 20_000
 _WORKQUEUE_LOCK = threading.Lock()
 
 
@@ -302,7 +273,6 @@ def cpl(
     live_idx = np.arange(k, dtype=np.int64)
     n_live = k
     wnan = np.zeros(k, dtype=np.uint8)
-    order = None
     bufs = None
 
     wins_sum = float(k)
@@ -315,12 +285,11 @@ def cpl(
             n_passes = p
             if not changed or p >= max_passes:
                 break
-            if order is None:
-                order = column_order(X, nt)
+            if bufs is None:
                 bufs = [np.empty((k, d)) for _ in range(6)]
                 bufs.append(np.empty((7, d)))
                 bufs.append(np.empty((2, d), dtype=np.int64))
-            cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, float(eps), *bufs,
+            cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, float(eps), *bufs,
                                 int(bool(keep_singletons) and not reference), nt)
             n_live = cpl_compact_live(live, live_idx, inlist)
 
@@ -330,7 +299,8 @@ def cpl(
     labels = remap[y]
     centers = S[act] / cnt[act][:, None]
     usable = ((cnt > 0) & (wnan == 0)).astype(np.uint8)
-    objective = cpl_objective(X, y, C, Mw, usable, np.flatnonzero(usable).astype(np.int64))
+    with numba_threads(n_threads) as nt:
+        objective = cpl_objective(X, y, C, Mw, usable, np.flatnonzero(usable).astype(np.int64), nt)
     return CPLResult(np.ascontiguousarray(centers), labels, int(act.shape[0]), n_passes, float(objective))
 
 

@@ -23,12 +23,11 @@ def _update_weights(X, y, k, *, live=None, reference=False):
     n, d = X.shape
     cnt = np.bincount(y, minlength=k).astype(np.int64)
     C = np.array([X[y == j].mean(0) if cnt[j] else np.zeros(d) for j in range(k)])
-    order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
     Mw = np.full((k, d), 1.0 / d)
     live = np.ones(k, dtype=np.uint8) if live is None else np.asarray(live, dtype=np.uint8)
     wnan = np.zeros(k, dtype=np.uint8)
     bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
-    cpl_feature_weights(X, y.astype(np.int64), cnt, C, order, Mw, live, wnan, np.ones(k), int(reference), 1e-12,
+    cpl_feature_weights(X, y.astype(np.int64), cnt, C, Mw, live, wnan, np.ones(k), int(reference), 1e-12,
                         *bufs)
     return Mw, live
 
@@ -378,7 +377,7 @@ def test_cpl_is_bit_identical_on_two_threads(semantics, d):
 
     rng = np.random.default_rng(300 + d)
     n, k = 3000, 300
-    assert k * d >= K._PAR_MIN_WORK  # the first passes take the parallel path
+    assert k * d >= K._PAR_MIN_WORK and n >= K._PAR_MIN_ROWS  # the first passes take the parallel path
     X = _blobs(rng, n, d, 6, spread=2.0)
     seeds = rng.permutation(n)[:k]
     one = cpl(X, k, seeds=seeds, semantics=semantics, n_threads=1)
@@ -400,7 +399,6 @@ def test_feature_weights_are_bit_identical_on_two_threads(reference):
     y = rng.integers(k, size=n).astype(np.int64)
     cnt = np.bincount(y, minlength=k).astype(np.int64)
     C = np.array([X[y == j].mean(0) for j in range(k)])
-    order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T)
     outs = []
     for nt in (1, 2):
         Mw = np.full((k, d), 1.0 / d)
@@ -410,7 +408,7 @@ def test_feature_weights_are_bit_identical_on_two_threads(reference):
         prev = numba.get_num_threads()
         numba.set_num_threads(min(nt, numba.config.NUMBA_NUM_THREADS))
         try:
-            cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, np.ones(k), reference, 1e-12, *bufs, 0, nt)
+            cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, np.ones(k), reference, 1e-12, *bufs, 0, nt)
         finally:
             numba.set_num_threads(prev)
         outs.append((Mw, live, wnan, bufs))
@@ -421,11 +419,48 @@ def test_feature_weights_are_bit_identical_on_two_threads(reference):
     assert np.isfinite(outs[0][0]).all()
 
 
-def test_column_order_is_the_stable_argsort_for_any_thread_count():
-    from fastfc._cpl import _PAR_MIN_ROWS, column_order
+@pytest.mark.parametrize("semantics", ["robust", "reference"])
+@pytest.mark.parametrize("case", range(4))
+def test_feature_weights_match_direct_formulas_with_ties(semantics, case):
+    """Integer features (many ties; clusters and complements constant on a feature): the
+    complement extremes taken from the clusters' own extremes give the direct formulas."""
+    rng = np.random.default_rng(900 + case)
+    n, d, k = int(rng.integers(30, 120)), int(rng.integers(2, 7)), int(rng.integers(2, 6))
+    X = rng.integers(0, 3, size=(n, d)).astype(np.float64)
+    y = rng.integers(k, size=n).astype(np.int64)
+    y[:k] = np.arange(k)
+    X[y == 0, 0] = 2.0  # cluster 0 constant on feature 0 at the global maximum
+    X[y != 1, 1 % d] = 1.0  # the complement of cluster 1 constant on feature 1
+    Mw, live = _update_weights(X, y, k, reference=semantics == "reference")
+    C = np.array([X[y == j].mean(0) for j in range(k)])
+    Mw_ref, live_ref = R.reference_feature_weights(X, y, k, C, semantics)
+    np.testing.assert_array_equal(live.astype(bool), live_ref)
+    np.testing.assert_allclose(Mw[live_ref], Mw_ref[live_ref], rtol=1e-9, atol=1e-12)
 
-    rng = np.random.default_rng(5)
-    X = rng.integers(0, 50, size=(_PAR_MIN_ROWS + 7, 4)).astype(np.float64)  # many ties
-    ref = np.argsort(X, axis=0, kind="stable").T
-    for nt in (1, 2, 3):
-        np.testing.assert_array_equal(column_order(X, nt), ref)
+
+@pytest.mark.parametrize("case", range(2))
+def test_objective_is_bit_identical_on_two_threads(case):
+    """Rows scored in parallel and summed in row order: the same bits as one thread, and the
+    naive formula's value."""
+    import numba
+
+    from fastfc._kernels import _cpl as K
+
+    rng = np.random.default_rng(40 + case)
+    n, d, k = K._PAR_MIN_OBJ_ROWS + 123, 6, 5
+    X = _blobs(rng, n, d, k)
+    y = rng.integers(k, size=n).astype(np.int64)
+    C = np.array([X[y == j].mean(0) for j in range(k)])
+    Mw = rng.random((k, d))
+    Mw /= Mw.sum(1, keepdims=True)
+    usable = np.ones(k, dtype=np.uint8)
+    act = np.arange(k, dtype=np.int64)
+    one = K.cpl_objective(X, y, C, Mw, usable, act, 1)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        two = K.cpl_objective(X, y, C, Mw, usable, act, 2)
+    finally:
+        numba.set_num_threads(prev)
+    assert one == two
+    assert one == pytest.approx(R.reference_objective(X, y, C, Mw), rel=1e-12)

@@ -653,9 +653,22 @@ _BOUND_BLOCK = 64
 #: distances held ahead (rows x candidates, 8 MB)
 _BLOCK_MIN = 64
 _BLOCK_BUDGET = 1 << 20
-#: a pass runs in parallel only when its listed candidates times features reach this (below,
-#: the sequential per-row work dominates and the parallel regions cost more than they save)
-_PAR_MIN_WORK = 2048
+#: a pass runs in parallel only when its listed candidates times features reach this and it
+#: has at least _PAR_MIN_ROWS rows (below, the sequential per-row work dominates and the
+#: parallel regions cost more than they save; 256: the converged last passes of a 10^5 x 50
+#: client with 10 clusters, 0.038 -> 0.029 s main-thread CPU)
+_PAR_MIN_WORK = 256
+_PAR_MIN_ROWS = 1024
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _moved_by(CT, CT0, MwT, t):
+    """Weighted length ``sqrt(sum_z MwT[z, t] (CT[z, t] - CT0[z, t])^2)`` of column ``t``'s move."""
+    s = 0.0
+    for z in range(CT.shape[0]):
+        e = CT[z, t] - CT0[z, t]
+        s += MwT[z, t] * (e * e)
+    return math.sqrt(s)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
@@ -767,7 +780,7 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     # positions whose centroid moved in the block. Blocks are long (few parallel regions) while
     # few centroids move, shorter when many do (each moved one is recomputed per row); the
     # block lengths change no result.
-    par = small and n_threads > 1 and n_live * d >= _PAR_MIN_WORK
+    par = small and n_threads > 1 and n_live * d >= _PAR_MIN_WORK and n >= _PAR_MIN_ROWS
     n_par = n_threads if par else 1
     blk_max = max(_BLOCK_MIN, min(n, _BLOCK_BUDGET // max(1, k))) if par else 1
     blk = min(blk_max, _BLOCK_MIN * 4)
@@ -776,6 +789,12 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     dirty = np.zeros(k, dtype=np.uint8)
     dlist = np.empty(k, dtype=np.int64)
     n_dirty = 0
+    # moved centroids: their column at the block's start (CT0), the weighted length of their
+    # move since then (shift) and, per row, a lower bound of their distance (dlow)
+    CT0 = np.empty((d, k)) if par else np.empty((0, 0))
+    shift = np.zeros(k)
+    dlow = np.empty(k)
+    work = 0
     blk_start = 0
     blk_end = 0
     Wend = W
@@ -794,10 +813,14 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
         if par:
             if i >= blk_end:
                 if i > 0:
-                    if 4 * n_dirty <= n_live:
+                    # sequential work on moved centroids (exact distances ~ d, bounds ~ 4
+                    # each) against the block's distances: longer blocks while it is small
+                    full = (blk_end - blk_start) * n_live * d
+                    if 8 * work <= full:
                         blk = min(2 * blk, blk_max)
-                    elif 2 * n_dirty > n_live:
+                    elif 2 * work > full:
                         blk = max(blk // 2, _BLOCK_MIN)
+                work = 0
                 nb = min(blk, n - i)
                 _block_dists_t(X, i, nb, CT, MwT, n_live, accp, DB)
                 blk_start = i
@@ -806,9 +829,19 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                     dirty[dlist[q]] = 0
                 n_dirty = 0
             dist = DB[i - blk_start]
+            # a moved centroid's distance from the one to its block-start position (triangle
+            # inequality of the weighted norm, widened by relative margins far above rounding):
+            # dist holds an upper bound (phase 1), dlow a lower bound (phase 2 filter); the
+            # exact distance is computed only for the candidates phase 2 scores
             for q in range(n_dirty):
                 t = dlist[q]
-                dist[t] = _one_dist_t(X, i, CT, MwT, t)
+                r0 = math.sqrt(dist[t])
+                sh = shift[t]
+                lw = r0 - sh - 1e-9 * (r0 + sh)
+                dlow[t] = lw * lw if lw > 0.0 else 0.0
+                up = (r0 + sh) * (1.0 + 1e-9)
+                dist[t] = up * up
+            work += 4 * n_dirty
         elif small:
             _live_dists_t(X, i, CT, MwT, n_live, acc, dist)
         else:
@@ -826,13 +859,20 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
         # Phase 2: exact scores (as the reference computes them) of the candidates whose
         # upper bound reaches lo2; ties to the lowest index whatever the scan order.
         for t in range(n_live):
-            hi = BU[t] - 0.5 * dist[t]
+            D = dist[t]
+            moved = par and dirty[t] != 0
+            if moved:
+                hi = BU[t] - 0.5 * dlow[t]
+            else:
+                hi = BU[t] - 0.5 * D
             if hi < lo2 - 1e-9 * (abs(hi) + abs(lo2)) - 1e-12:
                 continue
             j = live_idx[t]
             if live[j] == 0:
                 continue
-            D = dist[t]
+            if moved:
+                D = _one_dist_t(X, i, CT, MwT, t)
+                work += d
             sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * D
             if sc > best or (sc == best and j < bi):
                 second = best
@@ -879,12 +919,16 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                 C[v, z] = S[v, z] / cv
             if small and tpos[v] >= 0:
                 pv = tpos[v]
-                for z in range(d):
-                    CT[z, pv] = C[v, z]
                 if par and dirty[pv] == 0:
+                    for z in range(d):
+                        CT0[z, pv] = CT[z, pv]
                     dirty[pv] = 1
                     dlist[n_dirty] = pv
                     n_dirty += 1
+                for z in range(d):
+                    CT[z, pv] = C[v, z]
+                if par:
+                    shift[pv] = _moved_by(CT, CT0, MwT, pv)
             if yi >= 0:
                 cnt[yi] -= 1
                 co = cnt[yi]
@@ -894,12 +938,16 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
                         C[yi, z] = S[yi, z] / co
                     if small and tpos[yi] >= 0:
                         po = tpos[yi]
-                        for z in range(d):
-                            CT[z, po] = C[yi, z]
                         if par and dirty[po] == 0:
+                            for z in range(d):
+                                CT0[z, po] = CT[z, po]
                             dirty[po] = 1
                             dlist[n_dirty] = po
                             n_dirty += 1
+                        for z in range(d):
+                            CT[z, po] = C[yi, z]
+                        if par:
+                            shift[po] = _moved_by(CT, CT0, MwT, po)
                 else:
                     for z in range(d):
                         S[yi, z] -= X[i, z]
@@ -952,7 +1000,7 @@ def cpl_compact_live(live, live_idx, inlist):
 # CPL: feature weights (fed_hire.md §3.1.5, robust rules §3.1.7, reference NaN rules §3.1.6)
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _fw_columns(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, z0, z1):
+def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, z0, z1):
     """The per-feature statistics of :func:`cpl_feature_weights` for features ``z0 .. z1-1``.
 
     Per cluster and feature: sums, minima, maxima, means, centred within sums of squares and
@@ -1012,39 +1060,53 @@ def _fw_columns(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat
             b_g[j, z] += math.exp(-0.5 * dc * dc)
             da = x - mu_all[z]
             Qall[z] += da * da
-    # complement extremes: the complement of j misses the global minimum only if j holds it
+    # complement extremes from the clusters' own extremes (O(k) per feature, no sort): the
+    # complement of j holds the global minimum unless j is the first cluster holding it, whose
+    # complement's minimum is the smallest minimum of the other non-empty clusters (NaN: none)
     for z in range(z0, z1):
-        r0 = order[z, 0]
-        jlo[z] = y[r0]
-        gmin[z] = X[r0, z]
-        altmin[z] = np.nan
-        for t in range(1, n):
-            r = order[z, t]
-            if y[r] != jlo[z]:
-                altmin[z] = X[r, z]
-                break
-        r1 = order[z, n - 1]
-        jhi[z] = y[r1]
-        gmax[z] = X[r1, z]
-        altmax[z] = np.nan
-        for t in range(n - 2, -1, -1):
-            r = order[z, t]
-            if y[r] != jhi[z]:
-                altmax[z] = X[r, z]
-                break
+        j1 = -1
+        m1 = np.inf
+        m2 = np.nan
+        h1 = -1
+        x1 = -np.inf
+        x2 = np.nan
+        for j in range(k):
+            if cnt[j] > 0:
+                v = b_min[j, z]
+                if j1 < 0 or v < m1:
+                    if j1 >= 0:
+                        m2 = m1
+                    m1 = v
+                    j1 = j
+                elif not v >= m2:  # m2 NaN (first other cluster) or v < m2
+                    m2 = v
+                v = b_max[j, z]
+                if h1 < 0 or v > x1:
+                    if h1 >= 0:
+                        x2 = x1
+                    x1 = v
+                    h1 = j
+                elif not v <= x2:
+                    x2 = v
+        jlo[z] = j1
+        gmin[z] = m1
+        altmin[z] = m2
+        jhi[z] = h1
+        gmax[z] = x1
+        altmax[z] = x2
 
 
 @numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _fw_columns_par(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, P):
+def _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, P):
     """:func:`_fw_columns` over all features, cut into ``P`` contiguous ranges run in parallel."""
     d = X.shape[1]
     for p in numba.prange(P):
-        _fw_columns(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
+        _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
                     p * d // P, (p + 1) * d // P)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, eps,
+def cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
                         b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0,
                         n_threads=1):
     """Recompute the feature weights ``Mw`` from the current partition in ``O(n d + k d)``.
@@ -1055,7 +1117,6 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
     y : ndarray of shape (n,), int64. IN, every label in ``0..k-1`` (called after a pass).
     cnt : ndarray of shape (k,), int64. IN, ``cnt[j] == (y == j).sum()``.
     C : ndarray of shape (k, d), float64. IN, running centroids (used by the within score).
-    order : ndarray of shape (d, n), int64. IN, ``order[z]`` sorts feature ``z`` ascending.
     Mw : ndarray of shape (k, d), float64. OUT for the rows that are recomputed. Robust:
         live rows only (dead rows are left untouched). Reference: every row; NaN rows are
         written as NaN.
@@ -1086,7 +1147,8 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
     ``Q_out = Q - Q_j - m (n - m) / n * (mean_j - mean_out)^2`` (clamped at 0). A set whose
     values on a feature are all equal has variance exactly 0 and mean equal to that value
     (decided from the data, not from rounding): within a cluster from its min and max; for
-    the complement from the two ends of ``order``.
+    the complement from the smallest and largest of the other clusters' extremes (``O(k d)``,
+    no sort of the rows).
     """
     n, d = X.shape
     k = cnt.shape[0]
@@ -1101,10 +1163,10 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
     jhi = b_jext[1]
 
     if n_threads > 1 and d > 1:
-        _fw_columns_par(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
+        _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
                         min(n_threads, d))
     else:
-        _fw_columns(X, y, cnt, C, order, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d)
+        _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d)
 
     keep = -1
     if reference == 0:
@@ -1235,21 +1297,14 @@ def cpl_feature_weights(X, y, cnt, C, order, Mw, live, wnan, theta, reference, e
 # CPL: objective (GOLD Eq. 6 with the normalised similarity of Eq. 22)
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def cpl_objective(X, y, C, Mw, usable, act_idx):
-    """``J = sum_i s_(i, y_i) / sum_t s_(i, t)`` with ``s_(i, t) = exp(-D_(i, t) / 2)``.
-
-    ``usable`` (k,) uint8 IN: candidates with members and a finite weight row (the others
-    have ``s = 0``); ``act_idx`` (k_a,) int64 IN: the usable ids. Computed in the log domain
-    (log-sum-exp), so it never underflows; a sample whose own cluster is not usable adds 0.
-    ``O(n k_a d)``.
-    """
-    n, d = X.shape
+def _objective_rows(X, y, C, Mw, usable, act_idx, i0, i1, out):
+    """``out[i]`` = row ``i``'s term of :func:`cpl_objective` (0 when it adds nothing), ``i0 <= i < i1``."""
+    d = X.shape[1]
     small = d <= 128
     tmp = np.empty(d)
     stk = np.empty((3, 64), dtype=np.int64)
     stv = np.empty(64)
-    J = 0.0
-    for i in range(n):
+    for i in range(i0, i1):
         yi = y[i]
         mx = -np.inf
         acc = 0.0
@@ -1268,8 +1323,44 @@ def cpl_objective(X, y, C, Mw, usable, act_idx):
             else:
                 acc += math.exp(lj - mx)
         if yi >= 0 and usable[yi] != 0 and acc > 0.0:
-            J += math.exp(own - mx) / acc
+            out[i] = math.exp(own - mx) / acc
+        else:
+            out[i] = 0.0
+
+
+@numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _objective_rows_par(X, y, C, Mw, usable, act_idx, P, out):
+    """:func:`_objective_rows` over all rows, cut into ``P`` contiguous parts run in parallel."""
+    n = X.shape[0]
+    for p in numba.prange(P):
+        _objective_rows(X, y, C, Mw, usable, act_idx, p * n // P, (p + 1) * n // P, out)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def cpl_objective(X, y, C, Mw, usable, act_idx, n_threads=1):
+    """``J = sum_i s_(i, y_i) / sum_t s_(i, t)`` with ``s_(i, t) = exp(-D_(i, t) / 2)``.
+
+    ``usable`` (k,) uint8 IN: candidates with members and a finite weight row (the others
+    have ``s = 0``); ``act_idx`` (k_a,) int64 IN: the usable ids. Computed in the log domain
+    (log-sum-exp), so it never underflows; a sample whose own cluster is not usable adds 0.
+    ``O(n k_a d)``. ``n_threads`` above 1: the per-row terms are computed on Numba's threads
+    (rows cut into contiguous parts; the caller sets ``numba.set_num_threads``) and summed
+    afterwards in row order, so ``J`` is bit-identical for any thread count.
+    """
+    n = X.shape[0]
+    out = np.empty(n)
+    if n_threads > 1 and n >= _PAR_MIN_OBJ_ROWS:
+        _objective_rows_par(X, y, C, Mw, usable, act_idx, n_threads, out)
+    else:
+        _objective_rows(X, y, C, Mw, usable, act_idx, 0, n, out)
+    J = 0.0
+    for i in range(n):
+        J += out[i]
     return J
+
+
+#: fewest rows for which :func:`cpl_objective` runs its rows in parallel
+_PAR_MIN_OBJ_ROWS = 4096
 
 
 # --------------------------------------------------------------------------------------------
