@@ -1,0 +1,365 @@
+"""Throughput of FedCRef's autoencoder training (``fastfc._ae.train``) and how the FedAvg phase uses the cores.
+
+Issue 14: the paper-scale FedCRef grid (25 clients, 30 local epochs, 15 FedAvg rounds) spends most of its
+time training the paper's AE (784-100-64-32-64-100-784, 174,840 float32 parameters, batch 32, Keras-style
+Adam). This script measures, in one process and interleaved so that the machine's load hits both alike,
+the training code of this checkout ("after") next to the one of an earlier revision ("before", default
+``fec0e4c``, the last commit before issue 14; its ``_ae.py`` and ``_kernels/_fedcref.py`` are read with
+``git show`` into a temporary package):
+
+1. one model, batch 32: rows/s and achieved GFLOP/s (counted flops: forward ``2 W``, weight gradients
+   ``2 W``, input gradients ``2 (W - W_1)`` per row, ``W`` = weights of all layers, ``W_1`` of the first;
+   biases and element-wise work not counted), best and median of the repeats;
+2. the share of a step's time: the GEMMs (forward, weight gradients, input gradients), the element-wise
+   kernels (bias + ReLU, ReLU mask, fused sigmoid + MSE + delta, bias-gradient sums), Adam, the batch
+   (permutation and gather) -- each timed alone at the step's shapes -- and the rest (Python overhead:
+   the step time minus the parts);
+3. several models trained concurrently (``--models`` models of ``--rows`` rows each), ``n_jobs`` 1 and 2
+   (threads, BLAS pinned to one thread each, as FedCRef does): aggregate rows/s;
+4. (``--fedavg``) how a small FedCRef run (perfect-association baseline, Fashion-MNIST, so groups form)
+   schedules its FedAvg rounds: per round the tasks (models) per client, the busy time of every client
+   and the utilisation of the ``n_jobs`` worker threads (sum of client seconds / (workers x round wall
+   time)), and how many groups of an iteration had the same members and the same member rows as a
+   group of the previous iteration (FedCRef retrains those from a fresh initialisation: algorithmic,
+   not removable without changing the results).
+
+Usage::
+
+    python3 benchmarks/ae_train_throughput.py --out benchmarks/results/ae_train_throughput.md --fedavg
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _provenance import run_with_out  # noqa: E402
+
+_REPO = Path(__file__).resolve().parents[1]
+HIDDEN = (100, 64, 32, 64, 100)
+D = 784
+
+
+def load_before(rev: str):
+    """``fastfc/_ae.py`` and ``fastfc/_kernels/_fedcref.py`` of ``rev`` as a package of their own.
+
+    Returns
+    -------
+    module
+        The ``_ae`` module of ``rev`` (its kernels are the ones of ``rev`` too).
+    """
+    root = Path(tempfile.mkdtemp(prefix="ae_before_"))
+    pkg = root / "ffc_before"
+    (pkg / "_kernels").mkdir(parents=True)
+    for src, dst in (("fastfc/_ae.py", "_ae.py"), ("fastfc/_kernels/_fedcref.py", "_kernels/_fedcref.py")):
+        text = subprocess.run(["git", "show", f"{rev}:{src}"], cwd=_REPO, capture_output=True, text=True,
+                              check=True).stdout
+        (pkg / dst).write_text(text)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_kernels" / "__init__.py").write_text("")
+    sys.path.insert(0, str(root))
+    return importlib.import_module("ffc_before._ae")
+
+
+def flops_per_row(lay) -> int:
+    """Counted GEMM flops of one training row (see the module docstring)."""
+    w = [lay.sizes[i] * lay.sizes[i + 1] for i in range(lay.n_layers)]
+    return 2 * sum(w) + 2 * sum(w) + 2 * (sum(w) - w[0])
+
+
+def _mean_time(fn, n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
+
+
+def parts(ae, lay, X, batch: int, reps: int) -> dict:
+    """Seconds per step of each part of a training step of ``ae``'s implementation, each timed alone."""
+    kern = importlib.import_module(ae.__name__.rsplit(".", 1)[0] + "._kernels._fedcref")
+    rng = np.random.default_rng(3)
+    w = ae.glorot_init(lay, rng)
+    Ws, bs = lay.views(w)
+    Xb = np.ascontiguousarray(X[:batch])
+    buffered = hasattr(ae, "_Workspace")
+    hs = [Xb]
+    for W, b in zip(Ws[:-1], bs[:-1]):
+        A = hs[-1] @ W
+        kern.bias_relu(A, b)
+        hs.append(A)
+    outs = [np.empty((batch, W.shape[1]), np.float32) for W in Ws]
+    dins = [np.empty((batch, W.shape[0]), np.float32) for W in Ws]
+    deltas = [rng.standard_normal((batch, W.shape[1])).astype(np.float32) * 1e-3 for W in Ws]
+    gW = [np.empty_like(W) for W in Ws]
+    gb = [np.empty_like(b) for b in bs]
+
+    def fwd():
+        for h, W, o in zip(hs, Ws, outs):
+            np.matmul(h, W, out=o) if buffered else h @ W
+
+    def gw():
+        for h, d, g in zip(hs, deltas, gW):
+            np.dot(h.T, d, out=g)
+
+    def dx():
+        for lyr in range(1, lay.n_layers):
+            np.matmul(deltas[lyr], Ws[lyr].T, out=dins[lyr]) if buffered else deltas[lyr] @ Ws[lyr].T
+
+    A_out = (hs[-1] @ Ws[-1]).astype(np.float32)
+    tmp = np.empty_like(A_out)
+
+    def elementwise():
+        for lyr in range(lay.n_layers - 1):
+            kern.bias_relu(outs[lyr], bs[lyr])
+        for lyr in range(1, lay.n_layers):
+            kern.relu_mask(dins[lyr], hs[lyr])
+        np.copyto(tmp, A_out)
+        kern.bias_sigmoid_mse_grad(tmp, bs[-1], Xb)
+        for d, g in zip(deltas, gb):
+            np.sum(d, axis=0, out=g)
+
+    copy_only = _mean_time(lambda: np.copyto(tmp, A_out), reps)
+    opt = ae.Adam(lay.n_params)
+    g = rng.standard_normal(lay.n_params).astype(np.float32) * 1e-3
+    n = X.shape[0]
+    perm = rng.permutation(n)
+    Xbuf = np.empty_like(Xb)
+    n_batches = -(-n // batch)
+
+    def batch_work():
+        if buffered:
+            np.take(X, perm[:batch], axis=0, out=Xbuf)
+        else:
+            _ = X[perm[:batch]]
+
+    out = {
+        "GEMM forward": _mean_time(fwd, reps),
+        "GEMM weight gradients": _mean_time(gw, reps),
+        "GEMM input gradients": _mean_time(dx, reps),
+        "element-wise kernels + bias sums": _mean_time(elementwise, reps) - copy_only,
+        "Adam": _mean_time(lambda: opt.update(w, g), reps),
+        "batch (permutation / n_batches + gather)": (_mean_time(lambda: rng.permutation(n), max(reps // 10, 3))
+                                                     / n_batches + _mean_time(batch_work, reps)),
+    }
+    return out
+
+
+def train_rate(ae, lay, X, w0, epochs: int, batch: int) -> tuple[float, float]:
+    """(rows per second, seconds per step) of ``ae.train`` on ``X`` for ``epochs`` epochs."""
+    t = time.perf_counter()
+    ae.train(w0, lay, X, epochs, np.random.default_rng(11), batch_size=batch)
+    dt = time.perf_counter() - t
+    n_steps = epochs * -(-X.shape[0] // batch)
+    return X.shape[0] * epochs / dt, dt / n_steps
+
+
+def concurrent_rate(ae, lay, Xs, w0, epochs: int, batch: int, n_jobs: int) -> float:
+    """Aggregate rows per second of training one model per entry of ``Xs`` on ``n_jobs`` threads."""
+    def one(i):
+        ae.train(w0, lay, Xs[i], epochs, np.random.default_rng(100 + i), batch_size=batch)
+
+    t = time.perf_counter()
+    if n_jobs <= 1:
+        for i in range(len(Xs)):
+            one(i)
+    else:
+        with ThreadPoolExecutor(max_workers=n_jobs) as ex:
+            list(ex.map(one, range(len(Xs))))
+    return sum(x.shape[0] for x in Xs) * epochs / (time.perf_counter() - t)
+
+
+def fedavg_schedule(args) -> None:
+    """Section 4: the FedAvg rounds of a small perfect-association FedCRef run (see the module docstring)."""
+    from fastfc import fedcref as fc
+    from fastfc.datasets import dirty_labels, load_fashion_mnist, simulate_fedcref_clients
+
+    X, y = load_fashion_mnist(args.data)
+    idx, sets = simulate_fedcref_clients(y, args.fa_clients, samples_per_class=args.fa_per_class, random_state=0)
+    rng = np.random.default_rng(1000)
+    Xc = [X[i] for i in idx]
+    yc = [y[i] for i in idx]
+    init = [dirty_labels(yy, args.fa_dirtiness, rng, s) for yy, s in zip(yc, sets)]
+    log = []
+
+    class Probe(fc.FedCRef):
+        def _run_client_round(self, X, state, broadcast, index, entropy, restart, round, n_threads):
+            t = time.perf_counter()
+            out = super()._run_client_round(X, state, broadcast, index, entropy, restart, round, n_threads)
+            secs = time.perf_counter() - t
+            rec = {"round": round, "client": index, "kind": type(broadcast).__name__, "seconds": secs}
+            if isinstance(broadcast, fc.FedCRefTrainTask):
+                labels = np.asarray(state.values["labels"])
+                rec.update(tasks=int(broadcast.params.shape[0]), fl_round=int(broadcast.fl_round),
+                           rows=int(sum((labels == q).sum() for q in broadcast.clusters)) * int(broadcast.epochs),
+                           members={(int(g), index, int(q), hash(np.flatnonzero(labels == q).tobytes()))
+                                    for g, q in zip(broadcast.groups, broadcast.clusters)})
+            log.append(rec)
+            return out
+
+    est = Probe(init_labels=init, oracle_labels=yc, theta=0.15, local_epochs=args.fa_epochs,
+                fl_rounds=args.fa_fl_rounds, max_iter=args.fa_max_iter, random_state=0, n_jobs=args.fa_n_jobs)
+    from fastfc._parallel import plan_threads
+
+    workers = plan_threads(args.fa_n_jobs, args.fa_clients).workers
+    t0 = time.perf_counter()
+    est.fit_clients(Xc)
+    total = time.perf_counter() - t0
+    print(f"\n## 4. FedAvg scheduling of a small FedCRef run\n\nPerfect-association baseline on Fashion-MNIST, "
+          f"{args.fa_clients} clients, {args.fa_per_class} rows per class, dirtiness {args.fa_dirtiness}, "
+          f"{args.fa_epochs} local epochs, {args.fa_fl_rounds} FedAvg rounds (2 then 7 local epochs), "
+          f"max_iter {args.fa_max_iter}, n_jobs {args.fa_n_jobs} ({workers} client threads, one BLAS thread each). "
+          f"Wall time {total:.1f} s; phases (s): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in est.phase_seconds_.items()) + ".\n")
+    print("| round | FedAvg round | clients with tasks | tasks (models) per client | rows x epochs per client "
+          "(min / max) | client seconds (sum / max) | round wall (s) | worker utilisation |")
+    print("|---|---|---|---|---|---|---|---|")
+    rounds = sorted({r["round"] for r in log if r["kind"] == "FedCRefTrainTask"})
+    busy, wall_sum = 0.0, 0.0
+    iteration_groups = []
+    for r in rounds:
+        recs = [x for x in log if x["round"] == r]
+        wall = float(est.round_seconds_[r])
+        with_tasks = [x for x in recs if x["tasks"] > 0]
+        secs = [x["seconds"] for x in recs]
+        busy += sum(secs)
+        wall_sum += wall
+        tasks = [x["tasks"] for x in with_tasks]
+        rows = [x["rows"] for x in with_tasks]
+        print(f"| {r} | {recs[0]['fl_round']} | {len(with_tasks)} / {len(recs)} | {min(tasks, default=0)}-"
+              f"{max(tasks, default=0)} (total {sum(tasks)}) | {min(rows, default=0)} / {max(rows, default=0)} | "
+              f"{sum(secs):.2f} / {max(secs):.2f} | {wall:.2f} | {sum(secs) / (workers * wall):.0%} |")
+        if recs[0]["fl_round"] == 1:
+            groups: dict[int, set] = {}
+            for x in recs:
+                for g, c, q, h in x["members"]:
+                    groups.setdefault(g, set()).add((c, q, h))
+            iteration_groups.append([frozenset(v) for v in groups.values()])
+    print(f"\nOver the FedAvg rounds: worker utilisation {busy / (workers * wall_sum):.0%} "
+          f"(sum of client busy seconds {busy:.1f} / ({workers} x {wall_sum:.1f} s of round wall time)).\n")
+    same = [sum(g in set(prev) for g in cur) for prev, cur in zip(iteration_groups, iteration_groups[1:])]
+    print("Groups per iteration: " + ", ".join(str(len(g)) for g in iteration_groups)
+          + "; groups with the same members and member rows as a group of the previous iteration: "
+          + (", ".join(str(s) for s in same) if same else "n/a (one iteration)")
+          + " (retrained from a fresh server initialisation each iteration, as the algorithm says).")
+
+
+def run(args) -> int:
+    from fastfc import _ae as after
+    from fastfc._parallel import limit_blas_threads
+
+    before = load_before(args.before)
+    impls = {"before": before, "after": after}
+    lay = after.layout(D, HIDDEN)
+    rng = np.random.default_rng(0)
+    X = (rng.random((args.rows, D)) < 0.3).astype(np.float32)
+    w0 = after.glorot_init(lay, rng)
+    fpr = flops_per_row(lay)
+    print("# FedCRef autoencoder training throughput (issue 14)\n")
+    print(f"AE {D}-" + "-".join(map(str, HIDDEN)) + f"-{D} ({lay.n_params:,} float32 parameters), batch "
+          f"{args.batch}, Keras-style Adam; {fpr / 1e6:.3f} MFLOP counted per training row. `before` = "
+          f"`fastfc/_ae.py` + `fastfc/_kernels/_fedcref.py` of revision {args.before}; `after` = this checkout. "
+          "BLAS pinned to one thread per model. Timings interleaved (before, after, before, ...) in one "
+          "process; the load average is in the header.\n")
+    with limit_blas_threads(1):
+        for ae in impls.values():  # compile the kernels, build the thread-pool controller
+            ae.train(w0, lay, X[:64], 1, np.random.default_rng(0), batch_size=args.batch)
+        a = before.train(w0, lay, X, 1, np.random.default_rng(5), batch_size=args.batch)
+        b = after.train(w0, lay, X, 1, np.random.default_rng(5), batch_size=args.batch)
+        same = all(np.array_equal(p, q) for p, q in ((a[0], b[0]), (a[1].m, b[1].m), (a[1].v, b[1].v))) \
+            and a[2] == b[2]
+        print(f"Same bits after one epoch on {args.rows} rows (weights, Adam moments, losses): {same}.\n")
+        rates = {k: [] for k in impls}
+        steps = {k: [] for k in impls}
+        for _ in range(args.repeats):
+            for k, ae in impls.items():
+                r, s = train_rate(ae, lay, X, w0, args.epochs, args.batch)
+                rates[k].append(r)
+                steps[k].append(s)
+        print(f"## 1. One model ({args.rows} rows, {args.epochs} epochs, {args.repeats} repeats)\n")
+        print("| code | rows/s (median) | rows/s (best) | GFLOP/s (median) | GFLOP/s (best) | ms per step (median) |")
+        print("|---|---|---|---|---|---|")
+        for k in impls:
+            med, best = float(np.median(rates[k])), max(rates[k])
+            print(f"| {k} | {med:,.0f} | {best:,.0f} | {med * fpr / 1e9:.1f} | {best * fpr / 1e9:.1f} | "
+                  f"{1e3 * float(np.median(steps[k])):.3f} |")
+        ratio = float(np.median(rates["after"])) / float(np.median(rates["before"]))
+        print(f"\nafter / before (median rows/s): **{ratio:.2f}x**\n")
+
+        print("## 2. Where a step's time goes (each part timed alone at the step's shapes)\n")
+        print("| part | before (µs) | before (%) | after (µs) | after (%) |")
+        print("|---|---|---|---|---|")
+        pt = {k: parts(ae, lay, X, args.batch, args.part_reps) for k, ae in impls.items()}
+        step = {k: float(np.median(steps[k])) for k in impls}
+        for name in pt["after"]:
+            print(f"| {name} | " + " | ".join(f"{1e6 * pt[k][name]:.0f} | {100 * pt[k][name] / step[k]:.0f}"
+                                              for k in impls) + " |")
+        for k in impls:
+            pt[k]["rest"] = step[k] - sum(pt[k].values())
+        print("| rest (Python overhead, allocation, dispatch; step minus the parts) | "
+              + " | ".join(f"{1e6 * pt[k]['rest']:.0f} | {100 * pt[k]['rest'] / step[k]:.0f}" for k in impls) + " |")
+        print("| **step (from section 1)** | " + " | ".join(f"{1e6 * step[k]:.0f} | 100" for k in impls) + " |")
+        gemm = sum(v for n_, v in pt["after"].items() if n_.startswith("GEMM"))
+        print(f"\nGEMMs alone (after): {args.batch * fpr / gemm / 1e9:.1f} GFLOP/s; a step that were GEMMs only "
+              f"would train {args.batch / gemm:,.0f} rows/s.\n")
+
+        print(f"## 3. Several models concurrently ({args.models} models x {args.conc_rows} rows, {args.conc_epochs} "
+              "epochs; threads, BLAS one thread each)\n")
+        Xs = [(np.random.default_rng(50 + i).random((args.conc_rows, D)) < 0.3).astype(np.float32)
+              for i in range(args.models)]
+        jobs = [int(j) for j in args.n_jobs.split(",")]
+        cr = {(k, j): [] for k in impls for j in jobs}
+        for _ in range(args.repeats):
+            for j in jobs:
+                for k, ae in impls.items():
+                    cr[(k, j)].append(concurrent_rate(ae, lay, Xs, w0, args.conc_epochs, args.batch, j))
+        print("| code | " + " | ".join(f"n_jobs {j}: rows/s (median) | GFLOP/s" for j in jobs)
+              + " | speed-up n_jobs " + f"{jobs[-1]} / {jobs[0]} |")
+        print("|---|" + "---|---|" * len(jobs) + "---|")
+        for k in impls:
+            meds = [float(np.median(cr[(k, j)])) for j in jobs]
+            print(f"| {k} | " + " | ".join(f"{m:,.0f} | {m * fpr / 1e9:.1f}" for m in meds)
+                  + f" | {meds[-1] / meds[0]:.2f} |")
+        print("\nafter / before (median aggregate rows/s): " + ", ".join(
+            f"n_jobs {j}: **{float(np.median(cr[('after', j)])) / float(np.median(cr[('before', j)])):.2f}x**"
+            for j in jobs) + "\n")
+    if args.fedavg:
+        fedavg_schedule(args)
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", default="fec0e4c", help="git revision of the 'before' training code")
+    ap.add_argument("--rows", type=int, default=1000)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--part-reps", type=int, default=300)
+    ap.add_argument("--models", type=int, default=4)
+    ap.add_argument("--conc-rows", type=int, default=500)
+    ap.add_argument("--conc-epochs", type=int, default=2)
+    ap.add_argument("--n-jobs", default="1,2")
+    ap.add_argument("--fedavg", action="store_true", help="also run section 4 (a small FedCRef run)")
+    ap.add_argument("--data", default=os.environ.get("FASTFC_FASHION_MNIST",
+                                                     str(_REPO.parent / "shared" / "datasets" / "fashion_mnist")))
+    ap.add_argument("--fa-clients", type=int, default=6)
+    ap.add_argument("--fa-per-class", type=int, default=200)
+    ap.add_argument("--fa-dirtiness", type=float, default=0.3)
+    ap.add_argument("--fa-epochs", type=int, default=3)
+    ap.add_argument("--fa-fl-rounds", type=int, default=3)
+    ap.add_argument("--fa-max-iter", type=int, default=3)
+    ap.add_argument("--fa-n-jobs", type=int, default=2)
+    return run_with_out(ap, argv, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
