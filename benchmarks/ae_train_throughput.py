@@ -16,12 +16,14 @@ the training code of this checkout ("after") next to the one of an earlier revis
    the step time minus the parts);
 3. several models trained concurrently (``--models`` models of ``--rows`` rows each), ``n_jobs`` 1 and 2
    (threads, BLAS pinned to one thread each, as FedCRef does): aggregate rows/s;
-4. (``--fedavg``) how a small FedCRef run (perfect-association baseline, Fashion-MNIST, so groups form)
-   schedules its FedAvg rounds: per round the tasks (models) per client, the busy time of every client
-   and the utilisation of the ``n_jobs`` worker threads (sum of client seconds / (workers x round wall
-   time)), and how many groups of an iteration had the same members and the same member rows as a
-   group of the previous iteration (FedCRef retrains those from a fresh initialisation: algorithmic,
-   not removable without changing the results).
+4. (``--fedavg``) a small FedCRef run (perfect-association baseline, Fashion-MNIST, so groups form),
+   before (old training code, clients started in client order) and after (this checkout: clients with
+   the most work started first), interleaved: wall time, FedAvg-phase time, whether the labels agree,
+   the utilisation of the ``n_jobs`` worker threads in the FedAvg rounds (sum of client seconds /
+   (workers x round wall time)); per FedAvg round the tasks (models) per client and their rows; and how
+   many groups of an iteration had the same members and the same member rows as a group of the
+   previous iteration (FedCRef retrains those from a fresh initialisation: algorithmic, not removable
+   without changing the results).
 
 Usage::
 
@@ -177,8 +179,9 @@ def concurrent_rate(ae, lay, Xs, w0, epochs: int, batch: int, n_jobs: int) -> fl
     return sum(x.shape[0] for x in Xs) * epochs / (time.perf_counter() - t)
 
 
-def fedavg_schedule(args) -> None:
-    """Section 4: the FedAvg rounds of a small perfect-association FedCRef run (see the module docstring)."""
+def fedavg_run(args, ae, lpt: bool) -> dict:
+    """One small perfect-association FedCRef run with the training code ``ae`` and the schedule
+    ``lpt`` (longest client first) or client order; the FedAvg rounds as logged by a probe."""
     from fastfc import fedcref as fc
     from fastfc.datasets import dirty_labels, load_fashion_mnist, simulate_fedcref_clients
 
@@ -191,6 +194,9 @@ def fedavg_schedule(args) -> None:
     log = []
 
     class Probe(fc.FedCRef):
+        def _round_costs(self, X_clients, states, broadcasts):
+            return super()._round_costs(X_clients, states, broadcasts) if lpt else None
+
         def _run_client_round(self, X, state, broadcast, index, entropy, restart, round, n_threads):
             t = time.perf_counter()
             out = super()._run_client_round(X, state, broadcast, index, entropy, restart, round, n_threads)
@@ -207,49 +213,80 @@ def fedavg_schedule(args) -> None:
 
     est = Probe(init_labels=init, oracle_labels=yc, theta=0.15, local_epochs=args.fa_epochs,
                 fl_rounds=args.fa_fl_rounds, max_iter=args.fa_max_iter, random_state=0, n_jobs=args.fa_n_jobs)
+    saved = fc._ae
+    fc._ae = ae
+    try:
+        t0 = time.perf_counter()
+        est.fit_clients(Xc)
+        total = time.perf_counter() - t0
+    finally:
+        fc._ae = saved
+    return {"est": est, "log": log, "total": total}
+
+
+def fedavg_schedule(args, before) -> None:
+    """Section 4 (see the module docstring): before (old training code, client order) and after."""
+    from fastfc import _ae as after
     from fastfc._parallel import plan_threads
 
     workers = plan_threads(args.fa_n_jobs, args.fa_clients).workers
-    t0 = time.perf_counter()
-    est.fit_clients(Xc)
-    total = time.perf_counter() - t0
-    print(f"\n## 4. FedAvg scheduling of a small FedCRef run\n\nPerfect-association baseline on Fashion-MNIST, "
-          f"{args.fa_clients} clients, {args.fa_per_class} rows per class, dirtiness {args.fa_dirtiness}, "
-          f"{args.fa_epochs} local epochs, {args.fa_fl_rounds} FedAvg rounds (2 then 7 local epochs), "
-          f"max_iter {args.fa_max_iter}, n_jobs {args.fa_n_jobs} ({workers} client threads, one BLAS thread each). "
-          f"Wall time {total:.1f} s; phases (s): "
-          + ", ".join(f"{k} {v:.1f}" for k, v in est.phase_seconds_.items()) + ".\n")
+    runs = {}
+    for rep in range(args.fa_repeats):
+        for name, ae, lpt in (("before", before, False), ("after", after, True)):
+            runs.setdefault(name, []).append(fedavg_run(args, ae, lpt))
+    print(f"\n## 4. A small FedCRef run: FedAvg scheduling, before and after\n\nPerfect-association baseline on "
+          f"Fashion-MNIST, {args.fa_clients} clients, {args.fa_per_class} rows per class, dirtiness "
+          f"{args.fa_dirtiness}, {args.fa_epochs} local epochs, {args.fa_fl_rounds} FedAvg rounds (2 then 7 local "
+          f"epochs), max_iter {args.fa_max_iter}, n_jobs {args.fa_n_jobs} ({workers} client threads, one BLAS "
+          f"thread each), {args.fa_repeats} repeat(s) of each, interleaved. `before` = the training code of "
+          f"{args.before} and clients started in client order; `after` = this checkout (clients with the most "
+          "rows x epochs started first).\n")
+    ref = runs["before"][0]["est"]
+    same = all(all(np.array_equal(a, b) for a, b in zip(ref.client_labels_, r["est"].client_labels_))
+               and np.array_equal(ref.group_models_, r["est"].group_models_)
+               for rs in runs.values() for r in rs)
+    print(f"Same labels and same group-model bits in every run: {same}.\n")
+    print("| code | wall (s, median) | FedAvg phase (s, median) | local training (s) | FedAvg worker utilisation |")
+    print("|---|---|---|---|---|")
+    for name, rs in runs.items():
+        util = []
+        for r in rs:
+            est, log = r["est"], r["log"]
+            fl_rounds = sorted({x["round"] for x in log if x["kind"] == "FedCRefTrainTask"})
+            busy = sum(x["seconds"] for x in log if x["round"] in fl_rounds)
+            wall = sum(float(est.round_seconds_[q]) for q in fl_rounds)
+            util.append(busy / (workers * wall))
+        med = lambda f: float(np.median([f(r) for r in rs]))  # noqa: E731
+        print(f"| {name} | {med(lambda r: r['total']):.1f} | {med(lambda r: r['est'].phase_seconds_['fedavg']):.1f} | "
+              f"{med(lambda r: r['est'].phase_seconds_['local_training']):.1f} | {np.median(util):.0%} |")
+    r = runs["after"][0]
+    est, log = r["est"], r["log"]
+    print("\nFedAvg rounds of the first `after` run:\n")
     print("| round | FedAvg round | clients with tasks | tasks (models) per client | rows x epochs per client "
           "(min / max) | client seconds (sum / max) | round wall (s) | worker utilisation |")
     print("|---|---|---|---|---|---|---|---|")
-    rounds = sorted({r["round"] for r in log if r["kind"] == "FedCRefTrainTask"})
-    busy, wall_sum = 0.0, 0.0
     iteration_groups = []
-    for r in rounds:
-        recs = [x for x in log if x["round"] == r]
-        wall = float(est.round_seconds_[r])
+    for q in sorted({x["round"] for x in log if x["kind"] == "FedCRefTrainTask"}):
+        recs = [x for x in log if x["round"] == q]
+        wall = float(est.round_seconds_[q])
         with_tasks = [x for x in recs if x["tasks"] > 0]
         secs = [x["seconds"] for x in recs]
-        busy += sum(secs)
-        wall_sum += wall
         tasks = [x["tasks"] for x in with_tasks]
         rows = [x["rows"] for x in with_tasks]
-        print(f"| {r} | {recs[0]['fl_round']} | {len(with_tasks)} / {len(recs)} | {min(tasks, default=0)}-"
+        print(f"| {q} | {recs[0]['fl_round']} | {len(with_tasks)} / {len(recs)} | {min(tasks, default=0)}-"
               f"{max(tasks, default=0)} (total {sum(tasks)}) | {min(rows, default=0)} / {max(rows, default=0)} | "
               f"{sum(secs):.2f} / {max(secs):.2f} | {wall:.2f} | {sum(secs) / (workers * wall):.0%} |")
         if recs[0]["fl_round"] == 1:
             groups: dict[int, set] = {}
             for x in recs:
-                for g, c, q, h in x["members"]:
-                    groups.setdefault(g, set()).add((c, q, h))
+                for g, c, cl, h in x["members"]:
+                    groups.setdefault(g, set()).add((c, cl, h))
             iteration_groups.append([frozenset(v) for v in groups.values()])
-    print(f"\nOver the FedAvg rounds: worker utilisation {busy / (workers * wall_sum):.0%} "
-          f"(sum of client busy seconds {busy:.1f} / ({workers} x {wall_sum:.1f} s of round wall time)).\n")
-    same = [sum(g in set(prev) for g in cur) for prev, cur in zip(iteration_groups, iteration_groups[1:])]
-    print("Groups per iteration: " + ", ".join(str(len(g)) for g in iteration_groups)
+    same_g = [sum(g in set(prev) for g in cur) for prev, cur in zip(iteration_groups, iteration_groups[1:])]
+    print("\nGroups per iteration: " + ", ".join(str(len(g)) for g in iteration_groups)
           + "; groups with the same members and member rows as a group of the previous iteration: "
-          + (", ".join(str(s) for s in same) if same else "n/a (one iteration)")
-          + " (retrained from a fresh server initialisation each iteration, as the algorithm says).")
+          + (", ".join(str(v) for v in same_g) if same_g else "n/a (one iteration)")
+          + " (FedCRef retrains them from a fresh server initialisation every iteration).")
 
 
 def run(args) -> int:
@@ -332,7 +369,7 @@ def run(args) -> int:
             f"n_jobs {j}: **{float(np.median(cr[('after', j)])) / float(np.median(cr[('before', j)])):.2f}x**"
             for j in jobs) + "\n")
     if args.fedavg:
-        fedavg_schedule(args)
+        fedavg_schedule(args, before)
     return 0
 
 
@@ -358,6 +395,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fa-fl-rounds", type=int, default=3)
     ap.add_argument("--fa-max-iter", type=int, default=3)
     ap.add_argument("--fa-n-jobs", type=int, default=2)
+    ap.add_argument("--fa-repeats", type=int, default=1)
     return run_with_out(ap, argv, run)
 
 

@@ -856,6 +856,24 @@ class FedCRef(BaseFederatedClusterer):
             return self._models_upload(X, labels, k, models, has_model, True), values
         raise MessageError(f"FedCRef clients do not handle a {type(broadcast).__name__}")  # pragma: no cover
 
+    def _round_costs(self, X_clients, states, broadcasts):
+        """Rows x epochs (training) or rows x models (evaluation) of each client's next round: the
+        FedAvg and local-training rounds start the clients with the most training first."""
+        costs = []
+        for X, st, b in zip(X_clients, states, broadcasts):
+            n = X.shape[0]
+            v = st.values
+            if isinstance(b, FedCRefTrainTask):
+                labels = np.asarray(v["labels"])
+                costs.append(float(b.epochs) * sum(int((labels == q).sum()) for q in b.clusters))
+            elif isinstance(b, FedCRefProceed):
+                costs.append(0.0 if v["frozen"] else float(self.local_epochs) * n)
+            elif isinstance(b, (FedCRefModelSet, FedCRefGroupModels)):
+                costs.append(float(n) * b.params.shape[0])
+            else:
+                costs.append(0.0)
+        return costs
+
     def _assign(self, X, state, reply, n_threads):
         cg = np.asarray(reply.cluster_global, dtype=np.int64)
         sel_local, sel_group = np.asarray(state["sel_local"]), np.asarray(state["sel_group"])
