@@ -16,9 +16,10 @@ the training code of this checkout ("after") next to the one of an earlier revis
    the step time minus the parts);
 3. several models trained concurrently (``--models`` models of ``--rows`` rows each), ``n_jobs`` 1 and 2
    (threads, BLAS pinned to one thread each, as FedCRef does): aggregate rows/s;
-4. (``--fedavg``) a small FedCRef run (perfect-association baseline, Fashion-MNIST, so groups form),
-   before (old training code, clients started in client order) and after (this checkout: clients with
-   the most work started first), interleaved: wall time, FedAvg-phase time, whether the labels agree,
+4. (``--fedavg``) a small FedCRef run (perfect-association baseline, Fashion-MNIST, so groups form)
+   with the whole package of the "before" revision (``git archive``; this checkout's compiled Cython
+   kernels copied in when their sources are unchanged) and with this checkout, each fit in a child
+   process, interleaved: wall time, FedAvg-phase time, whether the labels agree,
    the utilisation of the ``n_jobs`` worker threads in the FedAvg rounds (sum of client seconds /
    (workers x round wall time)); per FedAvg round the tasks (models) per client and their rows; and how
    many groups of an iteration had the same members and the same member rows as a group of the
@@ -179,96 +180,127 @@ def concurrent_rate(ae, lay, Xs, w0, epochs: int, batch: int, n_jobs: int) -> fl
     return sum(x.shape[0] for x in Xs) * epochs / (time.perf_counter() - t)
 
 
-def fedavg_run(args, ae, lpt: bool) -> dict:
-    """One small perfect-association FedCRef run with the training code ``ae`` and the schedule
-    ``lpt`` (longest client first) or client order; the FedAvg rounds as logged by a probe."""
+def make_before_tree(rev: str) -> Path:
+    """The whole package at ``rev`` (``git archive``) with this checkout's compiled Cython kernels copied in
+    (run only when their sources are unchanged since ``rev``)."""
+    root = Path(tempfile.mkdtemp(prefix="fastfc_before_"))
+    arch = subprocess.run(["git", "archive", rev, "fastfc"], cwd=_REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=arch, check=True)
+    for so in (_REPO / "fastfc" / "_kernels").glob("*.so"):
+        pyx = so.name.split(".")[0] + ".pyx"
+        old = subprocess.run(["git", "show", f"{rev}:fastfc/_kernels/{pyx}"], cwd=_REPO, capture_output=True).stdout
+        if old != (_REPO / "fastfc" / "_kernels" / pyx).read_bytes():
+            raise SystemExit(f"{pyx} changed since {rev}: build the 'before' tree's kernels first")
+        (root / "fastfc" / "_kernels" / so.name).write_bytes(so.read_bytes())
+    return root
+
+
+def fa_worker(tree: str, out: str, cfg: dict) -> None:
+    """Run one small perfect-association FedCRef fit with the ``fastfc`` package under ``tree`` (a child
+    process of section 4) and write its timings, schedule log and result digests to ``out`` (JSON)."""
+    import hashlib
+    import json
+
+    sys.path.insert(0, tree)
+    import fastfc
     from fastfc import fedcref as fc
+    from fastfc._parallel import plan_threads
     from fastfc.datasets import dirty_labels, load_fashion_mnist, simulate_fedcref_clients
 
-    X, y = load_fashion_mnist(args.data)
-    idx, sets = simulate_fedcref_clients(y, args.fa_clients, samples_per_class=args.fa_per_class, random_state=0)
+    if not str(Path(fastfc.__file__).resolve()).startswith(str(Path(tree).resolve())):
+        raise SystemExit(f"imported {fastfc.__file__}, not the package under {tree}")
+    X, y = load_fashion_mnist(cfg["data"])
+    idx, sets = simulate_fedcref_clients(y, cfg["clients"], samples_per_class=cfg["per_class"], random_state=0)
     rng = np.random.default_rng(1000)
     Xc = [X[i] for i in idx]
     yc = [y[i] for i in idx]
-    init = [dirty_labels(yy, args.fa_dirtiness, rng, s) for yy, s in zip(yc, sets)]
+    init = [dirty_labels(yy, cfg["dirtiness"], rng, s) for yy, s in zip(yc, sets)]
     log = []
 
     class Probe(fc.FedCRef):
-        def _round_costs(self, X_clients, states, broadcasts):
-            return super()._round_costs(X_clients, states, broadcasts) if lpt else None
-
         def _run_client_round(self, X, state, broadcast, index, entropy, restart, round, n_threads):
             t = time.perf_counter()
-            out = super()._run_client_round(X, state, broadcast, index, entropy, restart, round, n_threads)
-            secs = time.perf_counter() - t
-            rec = {"round": round, "client": index, "kind": type(broadcast).__name__, "seconds": secs}
+            res = super()._run_client_round(X, state, broadcast, index, entropy, restart, round, n_threads)
+            rec = {"round": round, "client": index, "kind": type(broadcast).__name__,
+                   "seconds": time.perf_counter() - t}
             if isinstance(broadcast, fc.FedCRefTrainTask):
                 labels = np.asarray(state.values["labels"])
                 rec.update(tasks=int(broadcast.params.shape[0]), fl_round=int(broadcast.fl_round),
                            rows=int(sum((labels == q).sum() for q in broadcast.clusters)) * int(broadcast.epochs),
-                           members={(int(g), index, int(q), hash(np.flatnonzero(labels == q).tobytes()))
-                                    for g, q in zip(broadcast.groups, broadcast.clusters)})
+                           members=[[int(g), index, int(q), hashlib.sha1(np.flatnonzero(labels == q).tobytes())
+                                     .hexdigest()] for g, q in zip(broadcast.groups, broadcast.clusters)])
             log.append(rec)
-            return out
+            return res
 
-    est = Probe(init_labels=init, oracle_labels=yc, theta=0.15, local_epochs=args.fa_epochs,
-                fl_rounds=args.fa_fl_rounds, max_iter=args.fa_max_iter, random_state=0, n_jobs=args.fa_n_jobs)
-    saved = fc._ae
-    fc._ae = ae
-    try:
-        t0 = time.perf_counter()
-        est.fit_clients(Xc)
-        total = time.perf_counter() - t0
-    finally:
-        fc._ae = saved
-    return {"est": est, "log": log, "total": total}
+    est = Probe(init_labels=init, oracle_labels=yc, theta=0.15, local_epochs=cfg["epochs"],
+                fl_rounds=cfg["fl_rounds"], max_iter=cfg["max_iter"], random_state=0, n_jobs=cfg["n_jobs"])
+    t0 = time.perf_counter()
+    est.fit_clients(Xc)
+    total = time.perf_counter() - t0
+    digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in
+                                   [*est.client_labels_, est.group_models_])).hexdigest()
+    Path(out).write_text(json.dumps({
+        "total": total, "phases": est.phase_seconds_, "round_seconds": [float(v) for v in est.round_seconds_],
+        "log": log, "digest": digest, "workers": plan_threads(cfg["n_jobs"], cfg["clients"]).workers}))
 
 
-def fedavg_schedule(args, before) -> None:
-    """Section 4 (see the module docstring): before (old training code, client order) and after."""
-    from fastfc import _ae as after
-    from fastfc._parallel import plan_threads
+def fedavg_schedule(args) -> None:
+    """Section 4 (see the module docstring): the whole package of ``--before`` and this checkout, each in a
+    child process, interleaved."""
+    import json
 
-    workers = plan_threads(args.fa_n_jobs, args.fa_clients).workers
-    runs = {}
-    for rep in range(args.fa_repeats):
-        for name, ae, lpt in (("before", before, False), ("after", after, True)):
-            runs.setdefault(name, []).append(fedavg_run(args, ae, lpt))
-    print(f"\n## 4. A small FedCRef run: FedAvg scheduling, before and after\n\nPerfect-association baseline on "
+    cfg = {"data": args.data, "clients": args.fa_clients, "per_class": args.fa_per_class,
+           "dirtiness": args.fa_dirtiness, "epochs": args.fa_epochs, "fl_rounds": args.fa_fl_rounds,
+           "max_iter": args.fa_max_iter, "n_jobs": args.fa_n_jobs}
+    trees = {"before": str(make_before_tree(args.before)), "after": str(_REPO)}
+    bench = str(Path(__file__).resolve().parent)
+    runs: dict[str, list] = {}
+    warm = dict(cfg, clients=2, per_class=20, epochs=1, fl_rounds=1, max_iter=1)
+    for rep in range(-1, args.fa_repeats):  # rep -1: a tiny fit per package compiles or loads its kernels
+        for name, tree in trees.items():
+            out = tempfile.mktemp(suffix=".json")
+            code = (f"import sys; sys.path.insert(0, {bench!r}); import ae_train_throughput as b; "
+                    f"b.fa_worker({tree!r}, {out!r}, {warm if rep < 0 else cfg!r})")
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=tempfile.gettempdir())
+            if rep >= 0:
+                runs.setdefault(name, []).append(json.loads(Path(out).read_text()))
+    workers = runs["after"][0]["workers"]
+    print(f"\n## 4. A small FedCRef run, whole package before and after\n\nPerfect-association baseline on "
           f"Fashion-MNIST, {args.fa_clients} clients, {args.fa_per_class} rows per class, dirtiness "
           f"{args.fa_dirtiness}, {args.fa_epochs} local epochs, {args.fa_fl_rounds} FedAvg rounds (2 then 7 local "
           f"epochs), max_iter {args.fa_max_iter}, n_jobs {args.fa_n_jobs} ({workers} client threads, one BLAS "
-          f"thread each), {args.fa_repeats} repeat(s) of each, interleaved. `before` = the training code of "
-          f"{args.before} and clients started in client order; `after` = this checkout (clients with the most "
-          "rows x epochs started first).\n")
-    ref = runs["before"][0]["est"]
-    same = all(all(np.array_equal(a, b) for a, b in zip(ref.client_labels_, r["est"].client_labels_))
-               and np.array_equal(ref.group_models_, r["est"].group_models_)
-               for rs in runs.values() for r in rs)
-    print(f"Same labels and same group-model bits in every run: {same}.\n")
-    print("| code | wall (s, median) | FedAvg phase (s, median) | local training (s) | FedAvg worker utilisation |")
+          f"thread each), {args.fa_repeats} repeat(s) of each, interleaved, each fit in a child process. "
+          f"`before` = the whole `fastfc` package of {args.before} (clients started in client order); `after` = "
+          "this checkout (clients with the most rows x epochs started first). A tiny fit per package first "
+          "compiles its Numba kernels (not timed).\n")
+    digests = {r["digest"] for rs in runs.values() for r in rs}
+    print(f"Same labels and group-model bits in every fit (one SHA-1 digest of all of them): "
+          f"{len(digests) == 1}.\n")
+    print("| code | wall (s, median) | FedAvg phase (s, median) | local training (s, median) | "
+          "FedAvg worker utilisation (median) |")
     print("|---|---|---|---|---|")
     for name, rs in runs.items():
         util = []
         for r in rs:
-            est, log = r["est"], r["log"]
-            fl_rounds = sorted({x["round"] for x in log if x["kind"] == "FedCRefTrainTask"})
-            busy = sum(x["seconds"] for x in log if x["round"] in fl_rounds)
-            wall = sum(float(est.round_seconds_[q]) for q in fl_rounds)
-            util.append(busy / (workers * wall))
+            fl = sorted({x["round"] for x in r["log"] if x["kind"] == "FedCRefTrainTask"})
+            busy = sum(x["seconds"] for x in r["log"] if x["round"] in fl)
+            util.append(busy / (workers * sum(r["round_seconds"][q] for q in fl)))
         med = lambda f: float(np.median([f(r) for r in rs]))  # noqa: E731
-        print(f"| {name} | {med(lambda r: r['total']):.1f} | {med(lambda r: r['est'].phase_seconds_['fedavg']):.1f} | "
-              f"{med(lambda r: r['est'].phase_seconds_['local_training']):.1f} | {np.median(util):.0%} |")
+        print(f"| {name} | {med(lambda r: r['total']):.1f} | {med(lambda r: r['phases']['fedavg']):.1f} | "
+              f"{med(lambda r: r['phases']['local_training']):.1f} | {np.median(util):.0%} |")
+    b, a = (float(np.median([r["total"] for r in runs[k]])) for k in ("before", "after"))
+    fb, fa = (float(np.median([r["phases"]["fedavg"] for r in runs[k]])) for k in ("before", "after"))
+    print(f"\nafter / before: wall **{b / a:.2f}x**, FedAvg phase **{fb / fa:.2f}x** (medians).\n")
     r = runs["after"][0]
-    est, log = r["est"], r["log"]
-    print("\nFedAvg rounds of the first `after` run:\n")
+    log = r["log"]
+    print("FedAvg rounds of the first `after` fit:\n")
     print("| round | FedAvg round | clients with tasks | tasks (models) per client | rows x epochs per client "
           "(min / max) | client seconds (sum / max) | round wall (s) | worker utilisation |")
     print("|---|---|---|---|---|---|---|---|")
     iteration_groups = []
     for q in sorted({x["round"] for x in log if x["kind"] == "FedCRefTrainTask"}):
         recs = [x for x in log if x["round"] == q]
-        wall = float(est.round_seconds_[q])
+        wall = r["round_seconds"][q]
         with_tasks = [x for x in recs if x["tasks"] > 0]
         secs = [x["seconds"] for x in recs]
         tasks = [x["tasks"] for x in with_tasks]
@@ -369,7 +401,7 @@ def run(args) -> int:
             f"n_jobs {j}: **{float(np.median(cr[('after', j)])) / float(np.median(cr[('before', j)])):.2f}x**"
             for j in jobs) + "\n")
     if args.fedavg:
-        fedavg_schedule(args, before)
+        fedavg_schedule(args)
     return 0
 
 

@@ -173,6 +173,27 @@ class Adam:
         self.v = np.zeros(n_params, np.float32) if v is None else np.array(v, dtype=np.float32)
         self.step = int(step)
 
+    @classmethod
+    def on_buffers(cls, m: np.ndarray, v: np.ndarray, lr: float = 1e-3, step: int = 0, **kw) -> "Adam":
+        """An Adam state whose moments are ``m`` and ``v`` themselves (updated in place, not copied).
+
+        Parameters
+        ----------
+        m, v : ndarray of shape (n_params,), float32, C-contiguous, writeable
+        lr : float
+        step : int
+        **kw
+            ``beta1``, ``beta2``, ``eps``.
+        """
+        for name, a in (("m", m), ("v", v)):
+            if a.dtype != np.float32 or a.ndim != 1 or not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError(f"{name} must be a writeable C-contiguous 1-D float32 array")
+        if m.shape != v.shape:
+            raise ValueError(f"m and v have shapes {m.shape} and {v.shape}")
+        opt = cls(0, lr=lr, step=step, **kw)
+        opt.m, opt.v = m, v
+        return opt
+
     def update(self, params: np.ndarray, grad: np.ndarray) -> None:
         """One update of ``params`` (float32, in place) from ``grad``."""
         self.step += 1

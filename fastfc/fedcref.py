@@ -795,6 +795,8 @@ class FedCRef(BaseFederatedClusterer):
                 values["fl_m"] = np.zeros((n_t, lay.n_params), np.float32)
                 values["fl_v"] = np.zeros((n_t, lay.n_params), np.float32)
                 values["fl_step"] = np.zeros(n_t, np.int64)
+            # one copy of the moments (the previous state's arrays stay untouched); each task's Adam
+            # then updates its rows of the copy in place, so nothing is copied per task
             m_all, v_all = np.array(values["fl_m"]), np.array(values["fl_v"])
             steps = np.array(values["fl_step"])
             seeds = rng.integers(0, np.iinfo(np.int64).max, size=n_t)
@@ -802,7 +804,7 @@ class FedCRef(BaseFederatedClusterer):
                 raise MessageError("a train task names a cluster this client does not have")
 
             def one(t):
-                opt = _ae.Adam(lay.n_params, lr=self.learning_rate, m=m_all[t], v=v_all[t], step=int(steps[t]))
+                opt = _ae.Adam.on_buffers(m_all[t], v_all[t], lr=self.learning_rate, step=int(steps[t]))
                 w, opt, _ = _ae.train(broadcast.params[t], lay, X32[labels == broadcast.clusters[t]],
                                       broadcast.epochs, np.random.default_rng(seeds[t]), batch_size=self.batch_size,
                                       opt=opt)
@@ -811,7 +813,7 @@ class FedCRef(BaseFederatedClusterer):
             out = _map_threads(one, n_t, n_threads)
             params = np.zeros((n_t, lay.n_params), np.float32)
             for t, (w, opt) in enumerate(out):
-                params[t], m_all[t], v_all[t], steps[t] = w, opt.m, opt.v, opt.step
+                params[t], steps[t] = w, opt.step
             values.update(fl_m=m_all, fl_v=v_all, fl_step=steps)
             counts = np.array([(labels == q).sum() for q in broadcast.clusters], dtype=np.int64)
             return FedCRefTrainUpdate(params=params, counts=counts, n_features=d), values
