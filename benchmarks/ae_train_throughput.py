@@ -159,7 +159,7 @@ def parts(ae, lay, X, batch: int, reps: int) -> dict:
             for name, f in fns.items()}
 
 
-def time_parts(impls: dict, lay, X, batch: int, reps: int, rounds: int) -> dict:
+def measure_parts(impls: dict, lay, X, batch: int, reps: int, rounds: int) -> dict:
     """Seconds per step of each part for every implementation: the minimum over ``rounds`` rounds, each
     round timing every part of every implementation in turn (interleaved, so load swings hit all)."""
     timers = {k: parts(ae, lay, X, batch, reps) for k, ae in impls.items()}
@@ -382,7 +382,7 @@ def run(args) -> int:
               f"{args.part_rounds} interleaved rounds of {args.part_reps} calls; step = best of section 1)\n")
         print("| part | before (µs) | before (%) | after (µs) | after (%) |")
         print("|---|---|---|---|---|")
-        pt = time_parts(impls, lay, X, args.batch, args.part_reps, args.part_rounds)
+        pt = measure_parts(impls, lay, X, args.batch, args.part_reps, args.part_rounds)
         step = {k: float(np.min(steps[k])) for k in impls}
         for name in pt["after"]:
             print(f"| {name} | " + " | ".join(f"{1e6 * pt[k][name]:.0f} | {100 * pt[k][name] / step[k]:.0f}"
