@@ -173,12 +173,90 @@ class Adam:
         self.v = np.zeros(n_params, np.float32) if v is None else np.array(v, dtype=np.float32)
         self.step = int(step)
 
+    @classmethod
+    def on_buffers(cls, m: np.ndarray, v: np.ndarray, lr: float = 1e-3, step: int = 0, **kw) -> "Adam":
+        """An Adam state whose moments are ``m`` and ``v`` themselves (updated in place, not copied).
+
+        Parameters
+        ----------
+        m, v : ndarray of shape (n_params,), float32, C-contiguous, writeable
+        lr : float
+        step : int
+        **kw
+            ``beta1``, ``beta2``, ``eps``.
+        """
+        for name, a in (("m", m), ("v", v)):
+            if a.dtype != np.float32 or a.ndim != 1 or not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError(f"{name} must be a writeable C-contiguous 1-D float32 array")
+        if m.shape != v.shape:
+            raise ValueError(f"m and v have shapes {m.shape} and {v.shape}")
+        opt = cls(0, lr=lr, step=step, **kw)
+        opt.m, opt.v = m, v
+        return opt
+
     def update(self, params: np.ndarray, grad: np.ndarray) -> None:
         """One update of ``params`` (float32, in place) from ``grad``."""
         self.step += 1
         s = self.step
         lr_t = self.lr * np.sqrt(1.0 - self.beta2 ** s) / (1.0 - self.beta1 ** s)
         adam_step(params, grad, self.m, self.v, lr_t, self.beta1, self.beta2, self.eps)
+
+
+class _Workspace:
+    """Preallocated buffers of one model's training steps at one batch size (no per-batch allocation).
+
+    Holds the gathered batch ``Xb`` (B, d), the activations ``acts[l]`` (B, n_{l+1}) of every layer
+    (the last one is the output pre-activation, overwritten with the output delta), the hidden
+    deltas ``deltas[l]`` (B, n_l) for l = 1..L-1, the gradient (n_params,) and the per-layer
+    views of the parameters and the gradient. A partial last batch uses the first ``b`` rows of
+    every buffer (still C-contiguous), so every BLAS call sees the same shapes, strides and
+    operand order as :func:`loss_and_grad`: the steps give the same bits.
+    """
+
+    def __init__(self, lay: Layout, params: np.ndarray, batch_size: int):
+        B = int(batch_size)
+        self.lay = lay
+        self.Xb = np.empty((B, lay.sizes[0]), dtype=np.float32)
+        self.acts = [np.empty((B, n), dtype=np.float32) for n in lay.sizes[1:]]
+        self.deltas = [None] + [np.empty((B, n), dtype=np.float32) for n in lay.sizes[1:-1]]
+        self.grad = np.empty(lay.n_params, dtype=np.float32)
+        self.Ws, self.bs = lay.views(params)
+        self.WTs = [W.T for W in self.Ws]
+        self.gWs, self.gbs = lay.views(self.grad)
+
+    def loss_and_grad(self, X: np.ndarray, idx: np.ndarray) -> float:
+        """Batch ``X[idx]`` (rows gathered into ``Xb``): loss, gradient into ``self.grad`` (see
+        :func:`loss_and_grad`, whose arithmetic this repeats step for step).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features), float32, C-contiguous
+        idx : ndarray of shape (b,), int, b <= batch size
+        """
+        b = idx.shape[0]
+        Xb = self.Xb[:b]
+        np.take(X, idx, axis=0, out=Xb)
+        Ws, bs, gWs, gbs = self.Ws, self.bs, self.gWs, self.gbs
+        L = len(Ws)
+        h = Xb
+        for lyr in range(L - 1):
+            A = self.acts[lyr][:b]
+            np.matmul(h, Ws[lyr], out=A)
+            bias_relu(A, bs[lyr])
+            h = A
+        delta = self.acts[L - 1][:b]
+        np.matmul(h, Ws[L - 1], out=delta)
+        loss = bias_sigmoid_mse_grad(delta, bs[L - 1], Xb)
+        for lyr in range(L - 1, -1, -1):
+            h_in = Xb if lyr == 0 else self.acts[lyr - 1][:b]
+            np.dot(h_in.T, delta, out=gWs[lyr])
+            np.sum(delta, axis=0, out=gbs[lyr])
+            if lyr > 0:
+                nd = self.deltas[lyr][:b]
+                np.matmul(delta, self.WTs[lyr], out=nd)
+                relu_mask(nd, h_in)
+                delta = nd
+        return float(loss)
 
 
 def train(params: np.ndarray, lay: Layout, X: np.ndarray, epochs: int, rng: np.random.Generator, *,
@@ -190,6 +268,10 @@ def train(params: np.ndarray, lay: Layout, X: np.ndarray, epochs: int, rng: np.r
     ``batch_size`` (the last one partial). With ``early_stopping``, training stops once the
     epoch's mean batch loss has not improved for ``patience`` epochs (the last weights are kept,
     as Keras' ``EarlyStopping`` without ``restore_best_weights``).
+
+    Every buffer of a step (batch, activations, deltas, gradient) is allocated once per call
+    (:class:`_Workspace`); the arithmetic is that of :func:`loss_and_grad` and :meth:`Adam.update`,
+    so the result is the same, bit for bit, as the plain loop over those two.
 
     Parameters
     ----------
@@ -218,18 +300,17 @@ def train(params: np.ndarray, lay: Layout, X: np.ndarray, epochs: int, rng: np.r
     opt = Adam(lay.n_params, lr=lr) if opt is None else opt
     X = np.ascontiguousarray(X, dtype=np.float32)
     n = X.shape[0]
-    grad = np.empty_like(w)
     losses: list[float] = []
     best, wait = np.inf, 0
     if n == 0:
         return w, opt, losses
+    ws = _Workspace(lay, w, min(int(batch_size), n))
     for _ in range(int(epochs)):
         perm = rng.permutation(n)
         total, n_batches = 0.0, 0
         for start in range(0, n, batch_size):
-            Xb = X[perm[start:start + batch_size]]
-            total += loss_and_grad(w, lay, Xb, grad)
-            opt.update(w, grad)
+            total += ws.loss_and_grad(X, perm[start:start + batch_size])
+            opt.update(w, ws.grad)
             n_batches += 1
         ep_loss = total / n_batches
         losses.append(ep_loss)

@@ -169,12 +169,17 @@ def map_clients(
     n_clients: int,
     n_workers: int,
     progress: Callable[[int, int], Any] | None = None,
+    order: list[int] | None = None,
 ) -> list[T]:
     """Run ``fn(i)`` for every client, on up to ``n_workers`` threads, results in client order.
 
     The numeric kernels release the GIL, so threads give real parallelism.
-    ``progress(done, total)`` is called after each client finishes.
+    ``progress(done, total)`` is called after each client finishes. ``order`` (a permutation
+    of the clients) is the order in which the threads pick them up (default: client order);
+    it changes only the schedule, never the results.
     """
+    if order is not None and sorted(order) != list(range(n_clients)):
+        raise ValueError(f"order must be a permutation of range({n_clients})")
     if n_workers <= 1 or n_clients <= 1:
         out = []
         for i in range(n_clients):
@@ -185,7 +190,7 @@ def map_clients(
     results: list[Any] = [None] * n_clients
     with ThreadPoolExecutor(max_workers=min(n_workers, n_clients)) as ex:
         run = carry_caller(fn)  # the workers' warnings point at the caller's code, as with one worker
-        futures = {ex.submit(run, i): i for i in range(n_clients)}
+        futures = {ex.submit(run, i): i for i in (range(n_clients) if order is None else order)}
         done = 0
         for fut in as_completed(futures):
             results[futures[fut]] = fut.result()

@@ -201,11 +201,13 @@ def run_rounds(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy
         if progress is not None:
             progress("round", r, max_rounds)
         tr = time.perf_counter()
+        costs = est._round_costs(X_clients, states, broadcasts) if plan.workers > 1 else None
+        order = None if costs is None else sorted(range(n_clients), key=lambda i: -float(costs[i]))
         with limit_blas_threads(plan.per_client):
             out = map_clients(
                 _timed(lambda i: est._run_client_round(X_clients[i], states[i], broadcasts[i], i, entropy, restart,
                                                        r, plan.per_client), seconds),
-                n_clients, plan.workers, None,
+                n_clients, plan.workers, None, order,
             )
         uploads = [u for u, _ in out]
         states = [s for _, s in out]

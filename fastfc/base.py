@@ -344,6 +344,15 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         """Most rounds after round 0 the server may ask for (override for multi-round methods)."""
         return self._refine_rounds()
 
+    def _round_costs(self, X_clients: list, states: list, broadcasts: list) -> list[float] | None:
+        """Expected work of each client's next round, for scheduling only (override; None: client order).
+
+        The in-process rounds runner starts the clients with the most work first (longest
+        processing time first), so that the threads finish a round together. Results never depend
+        on it: every client computes from its own inputs and random stream.
+        """
+        return None
+
     def _refine_standardize(self) -> bool:
         """Whether refinement measures distances in the federation's standardised units when the
         round-0 model carries no feature weights (override; False: raw units)."""

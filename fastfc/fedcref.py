@@ -795,6 +795,8 @@ class FedCRef(BaseFederatedClusterer):
                 values["fl_m"] = np.zeros((n_t, lay.n_params), np.float32)
                 values["fl_v"] = np.zeros((n_t, lay.n_params), np.float32)
                 values["fl_step"] = np.zeros(n_t, np.int64)
+            # one copy of the moments (the previous state's arrays stay untouched); each task's Adam
+            # then updates its rows of the copy in place, so nothing is copied per task
             m_all, v_all = np.array(values["fl_m"]), np.array(values["fl_v"])
             steps = np.array(values["fl_step"])
             seeds = rng.integers(0, np.iinfo(np.int64).max, size=n_t)
@@ -802,7 +804,7 @@ class FedCRef(BaseFederatedClusterer):
                 raise MessageError("a train task names a cluster this client does not have")
 
             def one(t):
-                opt = _ae.Adam(lay.n_params, lr=self.learning_rate, m=m_all[t], v=v_all[t], step=int(steps[t]))
+                opt = _ae.Adam.on_buffers(m_all[t], v_all[t], lr=self.learning_rate, step=int(steps[t]))
                 w, opt, _ = _ae.train(broadcast.params[t], lay, X32[labels == broadcast.clusters[t]],
                                       broadcast.epochs, np.random.default_rng(seeds[t]), batch_size=self.batch_size,
                                       opt=opt)
@@ -811,7 +813,7 @@ class FedCRef(BaseFederatedClusterer):
             out = _map_threads(one, n_t, n_threads)
             params = np.zeros((n_t, lay.n_params), np.float32)
             for t, (w, opt) in enumerate(out):
-                params[t], m_all[t], v_all[t], steps[t] = w, opt.m, opt.v, opt.step
+                params[t], steps[t] = w, opt.step
             values.update(fl_m=m_all, fl_v=v_all, fl_step=steps)
             counts = np.array([(labels == q).sum() for q in broadcast.clusters], dtype=np.int64)
             return FedCRefTrainUpdate(params=params, counts=counts, n_features=d), values
@@ -855,6 +857,24 @@ class FedCRef(BaseFederatedClusterer):
             values.update(models=models, has_model=has_model, models_version=int(broadcast.iteration))
             return self._models_upload(X, labels, k, models, has_model, True), values
         raise MessageError(f"FedCRef clients do not handle a {type(broadcast).__name__}")  # pragma: no cover
+
+    def _round_costs(self, X_clients, states, broadcasts):
+        """Rows x epochs (training) or rows x models (evaluation) of each client's next round: the
+        FedAvg and local-training rounds start the clients with the most training first."""
+        costs = []
+        for X, st, b in zip(X_clients, states, broadcasts):
+            n = X.shape[0]
+            v = st.values
+            if isinstance(b, FedCRefTrainTask):
+                labels = np.asarray(v["labels"])
+                costs.append(float(b.epochs) * sum(int((labels == q).sum()) for q in b.clusters))
+            elif isinstance(b, FedCRefProceed):
+                costs.append(0.0 if v["frozen"] else float(self.local_epochs) * n)
+            elif isinstance(b, (FedCRefModelSet, FedCRefGroupModels)):
+                costs.append(float(n) * b.params.shape[0])
+            else:
+                costs.append(0.0)
+        return costs
 
     def _assign(self, X, state, reply, n_threads):
         cg = np.asarray(reply.cluster_global, dtype=np.int64)

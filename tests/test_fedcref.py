@@ -383,3 +383,35 @@ def test_server_rejects_oracle_classes_outside_the_baseline():
         est.server_round([bad] + scores[1:], sstate, round=1, random_state=1)
     with pytest.raises(MessageError, match="oracle_classes"):
         FedCRefScores(scores=np.ones((3, 4)), oracle_classes=np.zeros(2, np.int64), n_features=5)
+
+
+def test_map_clients_order_changes_only_the_schedule():
+    import threading
+
+    from fastfc._parallel import map_clients
+
+    started, lock = [], threading.Lock()
+
+    def fn(i):
+        with lock:
+            started.append(i)
+        return i * i
+
+    order = [3, 0, 4, 1, 2]
+    assert map_clients(fn, 5, 2, order=order) == [0, 1, 4, 9, 16]
+    assert sorted(started) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="permutation"):
+        map_clients(fn, 5, 2, order=[0, 1, 2])
+
+
+def test_round_costs_of_a_fedavg_round_are_rows_times_epochs():
+    rng = np.random.default_rng(0)
+    X_clients = [rng.random((n, 6)).astype(np.float32) for n in (30, 90, 60)]
+    est = FedCRef(n_local_clusters=1, hidden_layer_sizes=(3,), local_epochs=1)
+    states = [SimpleNamespace(values={"labels": np.zeros(X.shape[0], np.int64), "frozen": False}) for X in X_clients]
+    from fastfc.fedcref import FedCRefTrainTask
+
+    tasks = [FedCRefTrainTask(params=np.zeros((1, 10), np.float32), groups=np.zeros(1, np.int64),
+                              clusters=np.zeros(1, np.int64), epochs=7, fl_round=2, n_features=6)
+             for _ in X_clients]
+    assert est._round_costs(X_clients, states, tasks) == [7.0 * 30, 7.0 * 90, 7.0 * 60]

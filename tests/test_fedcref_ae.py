@@ -100,6 +100,50 @@ def test_training_reduces_the_loss_and_is_deterministic():
     assert l1 == l2
 
 
+@pytest.mark.parametrize("n, batch", [(203, 32), (64, 32), (5, 32), (77, 10)])
+def test_buffered_training_equals_the_plain_loop_bit_for_bit(n, batch):
+    """train's preallocated workspace repeats loss_and_grad + Adam.update exactly (partial last batch too)."""
+    rng = np.random.default_rng(n)
+    X = rng.random((n, 20)).astype(np.float32)
+    lay = _ae.layout(20, (9, 6, 3, 6, 9))
+    w0 = _ae.glorot_init(lay, np.random.default_rng(1))
+    w, opt, losses = _ae.train(w0, lay, X, 3, np.random.default_rng(9), batch_size=batch)
+    ref_w, ref_opt, ref_losses = w0.copy(), _ae.Adam(lay.n_params), []
+    grad = np.empty_like(ref_w)
+    r = np.random.default_rng(9)
+    for _ in range(3):
+        perm = r.permutation(n)
+        tot = []
+        for s in range(0, n, batch):
+            tot.append(_ae.loss_and_grad(ref_w, lay, X[perm[s:s + batch]], grad))
+            ref_opt.update(ref_w, grad)
+        ref_losses.append(sum(tot) / len(tot))
+    np.testing.assert_array_equal(w, ref_w)
+    np.testing.assert_array_equal(opt.m, ref_opt.m)
+    np.testing.assert_array_equal(opt.v, ref_opt.v)
+    assert losses == ref_losses
+
+
+def test_adam_kernel_equals_the_float32_operations_bit_for_bit():
+    """The vectorised Adam kernel performs the same IEEE float32 operations as the scalar formula."""
+    rng = np.random.default_rng(12)
+    n = 1003
+    w = rng.standard_normal(n).astype(np.float32)
+    m, v = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    rw, rm, rv = w.copy(), m.copy(), v.copy()
+    b1, b2, ep = np.float32(1 - 0.9), np.float32(1 - 0.999), np.float32(1e-7)
+    for s in range(1, 30):
+        g = (rng.standard_normal(n) * 10.0 ** -(s % 7)).astype(np.float32)
+        lr_t = 1e-3 * np.sqrt(1 - 0.999 ** s) / (1 - 0.9 ** s)
+        K.adam_step(w, g, m, v, lr_t, 0.9, 0.999, 1e-7)
+        rm = rm + (g - rm) * b1
+        rv = rv + (g * g - rv) * b2
+        rw = rw - np.float32(lr_t) * rm / (np.sqrt(rv) + ep)
+    np.testing.assert_array_equal(m, rm)
+    np.testing.assert_array_equal(v, rv)
+    np.testing.assert_array_equal(w, rw)
+
+
 def test_early_stopping_stops_after_patience_epochs_without_improvement():
     X = np.full((20, 4), 0.5, np.float32)
     lay = _ae.layout(4, (2,))

@@ -1,7 +1,10 @@
 """Numba kernels of FedCRef (federated cluster refinement): the fused element-wise steps of the
 autoencoder, the association score and the greedy refinement.
 
-Numeric work only. Every kernel takes validated, C-contiguous arrays (activations and
+Numeric work only. The element-wise AE kernels compile with ``error_model="numpy"``: their
+divisions never see a zero divisor (``1 + exp(-z) >= 1``, ``sqrt(v) + eps > 0``), so the only effect
+is that LLVM may drop Python's zero-division branch and vectorise the loops (Adam's ``sqrt`` and
+division become packed instructions: same IEEE-rounded results, bit for bit). Every kernel takes validated, C-contiguous arrays (activations and
 parameters float32, indices int64) plus preallocated outputs where it writes more than a
 scalar, never validates, never touches an RNG, and releases the GIL (``nogil=True``) so
 models and clients can run in threads. Orchestration lives in :mod:`fastfc._ae` and
@@ -44,7 +47,7 @@ __all__ = [
 ]
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True)
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def bias_relu(A, b):
     """Add the bias and apply ReLU, in place.
 
@@ -61,7 +64,7 @@ def bias_relu(A, b):
             A[i, j] = v if v > 0 else np.float32(0.0)
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True)
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def relu_mask(D, H):
     """Zero the gradient where the ReLU was inactive, in place: ``D *= (H > 0)``.
 
@@ -80,7 +83,7 @@ def relu_mask(D, H):
                 D[i, j] = np.float32(0.0)
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True)
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def bias_sigmoid_mse_grad(A, b, X):
     """Output layer of a training step: bias, sigmoid, batch MSE and its gradient, fused.
 
@@ -102,16 +105,20 @@ def bias_sigmoid_mse_grad(A, b, X):
     scale = np.float32(2.0 / (n * d))
     total = 0.0
     for i in range(n):
+        row = A[i]
+        # two passes per row: the sigmoids (independent exp calls, no loop-carried sum), then the
+        # loss (float64 sum in the same row-major order) and the delta; same operations, same bits
         for j in range(d):
-            z = A[i, j] + b[j]
-            xh = np.float32(1.0) / (np.float32(1.0) + np.exp(-z))
+            row[j] = np.float32(1.0) / (np.float32(1.0) + np.exp(-(row[j] + b[j])))
+        for j in range(d):
+            xh = row[j]
             r = xh - X[i, j]
             total += np.float64(r) * np.float64(r)
-            A[i, j] = scale * r * xh * (np.float32(1.0) - xh)
+            row[j] = scale * r * xh * (np.float32(1.0) - xh)
     return total / (n * d)
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True)
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def bias_sigmoid_row_mse(A, b, X, out):
     """Output layer for evaluation: per-row mean squared error of ``sigmoid(A + b)`` against ``X``.
 
@@ -135,7 +142,7 @@ def bias_sigmoid_row_mse(A, b, X, out):
         out[i] = s / d
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True)
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def adam_step(w, g, m, v, lr_t, beta1, beta2, eps):
     """One Adam update in the Keras form, in place on flat float32 buffers.
 
