@@ -390,8 +390,8 @@ def print_fcm_context(splits: list[str], seeds: list[int], ffcm: dict) -> None:
           "FCM: fuzzy c-means, m = 2 (FFCM's), k-means++ initial centres (random_state = seed), labels by largest "
           "membership. FCM->KM: KMeans(n_init=1) started from the FCM centres. KM10: KMeans(n_init=10, "
           "random_state = seed). FFCM: the published federated fuzzy c-means (mean over its seeds 0-9), whose "
-          "server runs weighted k-means on the clients' local fuzzy centres (a k-FED-like scheme), up to 100 "
-          "rounds. cost: k-means objective over KM10's.\n")
+          "clients run fuzzy c-means to convergence each round and whose server runs unweighted k-means on their "
+          "local centres (see ffcm_repro.md), up to 100 rounds. cost: k-means objective over KM10's.\n")
     print("| split | FFCM | KM10 | FCM | FCM->KM | cost FCM | cost FCM->KM |")
     print("|---|---|---|---|---|---|---|")
     n = defaultdict(int)
