@@ -262,7 +262,7 @@ def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator, n_t
 
 def local_kmeans(
     X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, init: str = "k-means++", n_init: int = 1,
-    max_iter: int = 300, tol: float = 1e-4, refill=None, n_threads: int = 1,
+    max_iter: int = 300, tol: float = 1e-4, refill=None, n_threads: int = 1, _wait_before_seeding=None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Plain k-means on one client: seeding, then scikit-learn's Lloyd on one thread.
 
@@ -291,6 +291,9 @@ def local_kmeans(
         instead of into a copy, and refilled before returning.
     n_threads : int, default=1
         Threads of the seeding kernel (the seeds do not depend on it).
+    _wait_before_seeding : concurrent.futures.Future or None, default=None
+        Private: work on another thread of the budget, awaited before the first seeding
+        (which then has all ``n_threads``); see :func:`feca_client`.
 
     Returns
     -------
@@ -308,6 +311,8 @@ def local_kmeans(
         Xc = X - X_mean if refill is None else np.subtract(X, X_mean, out=X)
         sw = np.ones(X.shape[0], dtype=X.dtype)
         best = None
+        if _wait_before_seeding is not None:
+            wait([_wait_before_seeding])
         for _ in range(n_init):
             if init == "k-means++":
                 centers0 = Xc[kmeanspp_seeds(Xc, n_clusters, rng, n_threads)]
@@ -452,12 +457,19 @@ def feca_client(
     # of the budget runs the local k-means (X is then read, not centred in place). BLAS is
     # pinned to one thread meanwhile (its limit is process-wide): the two threads are the
     # budget, and the QR and the Lloyd get the same bits as with n_jobs=1 (BLAS at one thread).
+    # Scheduling only (the result is the same either way): when the test is cheap next to the
+    # seeding (its QR costs ~n d^2, the seeding ~n d k_c n_trials), it runs beside the k-means'
+    # first passes only (variance, centring) and the seeding gets the whole budget; otherwise
+    # beside the seeding too, which then has one thread fewer.
     budget = effective_n_jobs(n_threads)
+    beside_seeding = init == "k-means++" and 2 * d >= n_local * (2 + int(np.log(n_local)))
     with limit_blas_threads(1):
         with ThreadPoolExecutor(max_workers=1) as ex:
             whole = ex.submit(_looks_gaussian, X, 2)
-            centers, labels, n_iter = local_kmeans(X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter,
-                                                   tol=tol, n_threads=budget - 1)
+            centers, labels, n_iter = local_kmeans(
+                X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+                n_threads=budget - 1 if beside_seeding else budget,
+                _wait_before_seeding=None if beside_seeding else whole)
             wait([whole])  # the thread is free again: the whole budget for the rest
         res = feca_refine(X, centers, labels, refine=refine, radius=radius, spread=spread, merge=merge,
                           whole_gaussian=whole, n_threads=budget)
