@@ -48,12 +48,49 @@ class ConstantFeatureWarning(UserWarning):
     """Some features are constant over the federation; they carry no distance."""
 
 
-def feature_moments(X: np.ndarray) -> np.ndarray:
+#: clients with at least this many values (rows x features) split the moments' pass into two fixed
+#: column halves (threaded when the budget allows); a function of the shape only, never of n_jobs
+SPLIT_MIN_ELEMENTS = 1 << 18
+
+
+def _run_parts(fn, parts: list, n_jobs) -> list:
+    """``[fn(p) for p in parts]``, on up to ``n_jobs`` threads (NumPy releases the GIL), in order."""
+    from ._parallel import effective_n_jobs
+
+    n_workers = min(effective_n_jobs(n_jobs), len(parts))
+    if n_workers <= 1:
+        return [fn(p) for p in parts]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=n_workers) as ex:
+        return list(ex.map(fn, parts))
+
+
+def _row_halves(n: int) -> list[slice]:
+    """Two fixed row blocks of ``n`` rows (for elementwise work: any split gives the same values)."""
+    return [slice(0, n // 2), slice(n // 2, n)]
+
+
+def _moments_of(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and population variance of a float64 block (one (n, d) temporary)."""
+    mean = X.mean(axis=0)
+    dev = X - mean
+    np.square(dev, out=dev)  # in place: the same values as (X - mean) ** 2, one temporary
+    return mean, dev.mean(axis=0)
+
+
+def feature_moments(X: np.ndarray, n_jobs=1) -> np.ndarray:
     """Per-feature count, mean and (population) variance of one client's rows.
+
+    A client of at least :data:`SPLIT_MIN_ELEMENTS` values (and 4 features) takes the
+    moments of two fixed column halves separately (on two threads when ``n_jobs >= 2``):
+    the split depends on the shape only, so the result is the same for any ``n_jobs``.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
+    n_jobs : int or None, default=1
+        Thread budget (the result does not depend on it).
 
     Returns
     -------
@@ -62,14 +99,14 @@ def feature_moments(X: np.ndarray) -> np.ndarray:
     """
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
-    mean = X.mean(axis=0) if n else np.zeros(d)
-    if n:
-        dev = X - mean
-        np.square(dev, out=dev)  # in place: the same values as (X - mean) ** 2, one temporary
-        var = dev.mean(axis=0)
-        del dev
+    if not n:
+        return np.vstack([np.zeros(d), np.zeros(d), np.zeros(d)])
+    if n * d >= SPLIT_MIN_ELEMENTS and d >= 4:
+        parts = _run_parts(lambda sl: _moments_of(X[:, sl]), [slice(0, d // 2), slice(d // 2, d)], n_jobs)
+        mean = np.concatenate([p[0] for p in parts])
+        var = np.concatenate([p[1] for p in parts])
     else:
-        var = np.zeros(d)
+        mean, var = _moments_of(X)
     return np.vstack([np.full(d, float(n)), mean, var])
 
 
@@ -133,14 +170,26 @@ class FeatureScaler:
         """Boolean mask of the constant features."""
         return self.weight == 0.0
 
-    def transform(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def transform(self, X: np.ndarray, out: np.ndarray | None = None, n_jobs=1) -> np.ndarray:
         """Rows in standardised units: ``(X - shift) * weight`` (constant features become 0).
 
-        ``out``: a float64 array of X's shape to write into (else one new array).
+        ``out``: a float64 array of X's shape to write into (else one new array). ``n_jobs``:
+        threads over two row halves for large ``X`` (elementwise: the same values for any).
         """
-        Z = np.subtract(np.asarray(X), self.shift, dtype=np.float64, out=out)  # scaled in place
-        Z *= self.weight
-        return Z
+        X = np.asarray(X)
+        if out is None:
+            out = np.empty(X.shape, dtype=np.float64)
+        if X.ndim != 2 or X.size < SPLIT_MIN_ELEMENTS:
+            blocks = [slice(None)]
+        else:
+            blocks = _row_halves(X.shape[0])
+
+        def run(sl):
+            Z = np.subtract(X[sl], self.shift, dtype=np.float64, out=out[sl])  # scaled in place
+            Z *= self.weight
+
+        _run_parts(run, blocks, n_jobs)
+        return out
 
     def inverse(self, Z: np.ndarray) -> np.ndarray:
         """Rows back in raw units: ``shift + Z * scale`` (a constant feature gets its value)."""
@@ -177,12 +226,14 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray,
     return np.ascontiguousarray(Z), mean, scale
 
 
-def local_scaler(X: np.ndarray) -> tuple[FeatureScaler, np.ndarray]:
+def local_scaler(X: np.ndarray, n_jobs=1) -> tuple[FeatureScaler, np.ndarray]:
     """A client's own standardisation and its moments.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
+    n_jobs : int or None, default=1
+        Thread budget of :func:`feature_moments` (the result does not depend on it).
 
     Returns
     -------
@@ -192,7 +243,7 @@ def local_scaler(X: np.ndarray) -> tuple[FeatureScaler, np.ndarray]:
     moments : ndarray of shape (3, n_features)
         :func:`feature_moments` of ``X``, what the client uploads.
     """
-    moments = feature_moments(X)
+    moments = feature_moments(X, n_jobs)
     return FeatureScaler.from_moments(moments[1], moments[2]), moments
 
 
@@ -255,7 +306,12 @@ def nearest_weighted(X: np.ndarray, centers: np.ndarray, weight: np.ndarray | No
     if weight is None or np.size(weight) == 0:
         return assign_nearest(X, centers, n_jobs=n_jobs)
     w = np.asarray(weight, dtype=np.float64)
-    Xw = np.ascontiguousarray(np.asarray(X, dtype=np.float64) * w)
+    X = np.asarray(X)
+    if X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS:  # elementwise over two row halves: the same values
+        Xw = np.empty(X.shape, dtype=np.float64)
+        _run_parts(lambda sl: np.multiply(X[sl], w, out=Xw[sl], dtype=np.float64), _row_halves(X.shape[0]), n_jobs)
+    else:
+        Xw = np.ascontiguousarray(np.asarray(X, dtype=np.float64) * w)
     Cw = np.ascontiguousarray(np.asarray(centers, dtype=np.float64) * w)
     return assign_nearest(Xw, Cw, n_jobs=n_jobs)
 

@@ -54,7 +54,9 @@ marked *ours*):
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -65,6 +67,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
 from ._kernels import _feca as K
+from ._parallel import effective_n_jobs, limit_blas_threads
 from ._state import ClientState
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
@@ -259,7 +262,7 @@ def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator, n_t
 
 def local_kmeans(
     X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, init: str = "k-means++", n_init: int = 1,
-    max_iter: int = 300, tol: float = 1e-4, refill=None, n_threads: int = 1,
+    max_iter: int = 300, tol: float = 1e-4, refill=None, n_threads: int = 1, _wait_before_seeding=None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Plain k-means on one client: seeding, then scikit-learn's Lloyd on one thread.
 
@@ -288,6 +291,9 @@ def local_kmeans(
         instead of into a copy, and refilled before returning.
     n_threads : int, default=1
         Threads of the seeding kernel (the seeds do not depend on it).
+    _wait_before_seeding : concurrent.futures.Future or None, default=None
+        Private: work on another thread of the budget, awaited before the first seeding
+        (which then has all ``n_threads``); see :func:`feca_client`.
 
     Returns
     -------
@@ -305,6 +311,8 @@ def local_kmeans(
         Xc = X - X_mean if refill is None else np.subtract(X, X_mean, out=X)
         sw = np.ones(X.shape[0], dtype=X.dtype)
         best = None
+        if _wait_before_seeding is not None:
+            wait([_wait_before_seeding])
         for _ in range(n_init):
             if init == "k-means++":
                 centers0 = Xc[kmeanspp_seeds(Xc, n_clusters, rng, n_threads)]
@@ -431,12 +439,41 @@ def feca_client(
     if degenerate:
         centers = np.array(X, dtype=np.float64)
         labels = np.arange(n, dtype=np.int64)
-    else:
+        res = feca_refine(X, centers, labels, refine=False, radius=radius, spread=spread, degenerate=True,
+                          merge=False)
+        return res
+    # (only in the main thread: OpenBLAS ignores a thread limit set from another thread, and
+    # with several clients in threads the BLAS limit is the driver's)
+    ahead = (merge and n_local > 1 and n >= _MIN_AD_ROWS and effective_n_jobs(n_threads) >= 2
+             and threading.current_thread() is threading.main_thread())
+    if not ahead:
         centers, labels, n_iter = local_kmeans(X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                                                refill=refill, n_threads=n_threads)
-    res = feca_refine(X, centers, labels, refine=refine and not degenerate, radius=radius, spread=spread,
-                      degenerate=degenerate, merge=merge and not degenerate)
-    return res if degenerate else dataclasses.replace(res, n_iter=n_iter)
+        res = feca_refine(X, centers, labels, refine=refine, radius=radius, spread=spread, merge=merge,
+                          n_threads=effective_n_jobs(n_threads))
+        return dataclasses.replace(res, n_iter=n_iter)
+    # Two threads or more: the whole-client normality test of merge_pieces (a QR of the n x d
+    # rows, the largest serial step) depends on X only, so one thread runs it while the rest
+    # of the budget runs the local k-means (X is then read, not centred in place). BLAS is
+    # pinned to one thread meanwhile (its limit is process-wide): the two threads are the
+    # budget, and the QR and the Lloyd get the same bits as with n_jobs=1 (BLAS at one thread).
+    # Scheduling only (the result is the same either way): when the test is cheap next to the
+    # seeding (its QR costs ~n d^2, the seeding ~n d k_c n_trials), it runs beside the k-means'
+    # first passes only (variance, centring) and the seeding gets the whole budget; otherwise
+    # beside the seeding too, which then has one thread fewer.
+    budget = effective_n_jobs(n_threads)
+    beside_seeding = init == "k-means++" and 2 * d >= n_local * (2 + int(np.log(n_local)))
+    with limit_blas_threads(1):
+        with ThreadPoolExecutor(max_workers=1) as ex:
+            whole = ex.submit(_looks_gaussian, X, 2)
+            centers, labels, n_iter = local_kmeans(
+                X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+                n_threads=budget - 1 if beside_seeding else budget,
+                _wait_before_seeding=None if beside_seeding else whole)
+            wait([whole])  # the thread is free again: the whole budget for the rest
+        res = feca_refine(X, centers, labels, refine=refine, radius=radius, spread=spread, merge=merge,
+                          whole_gaussian=whole, n_threads=budget)
+    return dataclasses.replace(res, n_iter=n_iter)
 
 
 def feca_refine(
@@ -449,6 +486,8 @@ def feca_refine(
     spread: str = "rms",
     degenerate: bool = False,
     merge: bool = False,
+    whole_gaussian=None,
+    n_threads: int = 1,
 ) -> FeCAClientResult:
     """ClientUpdate (Alg. 2) and RadiusAssign (Alg. 4 / 3) on a given local k-means solution.
 
@@ -468,6 +507,11 @@ def feca_refine(
         (:func:`merge_pieces`; fastfc's default in :class:`FeCA`, not in the paper). Each
         merged centroid is the mean of its pieces' rows and its extent is recomputed;
         ``kept`` then holds the lowest local index of each uploaded centroid.
+    whole_gaussian : concurrent.futures.Future or None, default=None
+        Future of ``_looks_gaussian(X, 2)`` started by the caller; used by
+        :func:`merge_pieces` when every row takes part (the same value it would compute).
+    n_threads : int, default=1
+        Thread budget of :func:`merge_pieces` (the result does not depend on it).
 
     Returns
     -------
@@ -493,7 +537,7 @@ def feca_refine(
     ext = np.ascontiguousarray(extent[kept])
     cap = None
     if merge and kept.size > 1:
-        kept, C, ext, cap = _merge_kept_pieces(X, labels, kept, C, ext)
+        kept, C, ext, cap = _merge_kept_pieces(X, labels, kept, C, ext, whole_gaussian, n_threads)
     radii = np.empty(kept.size, dtype=np.float64)
     r_theory = K.theoretical_radius(C, ext) if radius == "theoretical" else -1.0
     if r_theory >= 0.0:
@@ -509,7 +553,7 @@ def feca_refine(
 
 
 def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, window: float = 0.1,
-                 dip: float = 0.5) -> np.ndarray:
+                 dip: float = 0.5, n_threads: int = 1, _whole_gaussian=None) -> np.ndarray:
     """Group local clusters that are pieces of one cluster (no density valley between them).
 
     The rows of two clusters ``i, j`` are projected onto the segment ``c_i -> c_j``
@@ -540,6 +584,11 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
     centers : ndarray of shape (k, n_features)
     labels : ndarray of shape (n_samples,), int in [0, k)
     window, dip : float
+    n_threads : int, default=1
+        Threads of the window counts (two row halves; the counts do not depend on it).
+    _whole_gaussian : concurrent.futures.Future or None, default=None
+        Private: a future of ``_looks_gaussian(X, n_axes=2)`` already under way (computed
+        beside the local k-means by :func:`feca_client`); its result replaces the call.
 
     Returns
     -------
@@ -547,8 +596,10 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
         Group of every cluster, numbered by lowest member index (0 .. n_groups - 1).
     """
     k = centers.shape[0]
-    if k > 1 and X.shape[0] >= _MIN_AD_ROWS and _looks_gaussian(X, n_axes=2):
-        return np.zeros(k, dtype=np.int64)
+    if k > 1 and X.shape[0] >= _MIN_AD_ROWS:
+        whole = _looks_gaussian(X, n_axes=2) if _whole_gaussian is None else _whole_gaussian.result()
+        if whole:
+            return np.zeros(k, dtype=np.int64)
     from ._kernels._pieces import pair_window_counts
 
     C = np.ascontiguousarray(centers, dtype=np.float64)
@@ -558,7 +609,20 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
     length2 = np.einsum("ijf,ijf->ij", diff, diff)
     counts = np.empty((k, k, 3), dtype=np.int64)
     Xc = X if X.flags.c_contiguous and X.dtype in (np.float32, np.float64) else np.ascontiguousarray(X, np.float64)
-    pair_window_counts(Xc, lab, C, length2, float(window), counts)
+    n = Xc.shape[0]
+    if n_threads >= 2 and n * k >= _SPLIT_MIN_ROW_PAIRS:
+        # two row halves on two threads (the kernel releases the GIL); integer counts add exactly
+        from ._units import _row_halves, _run_parts
+
+        def run(sl):
+            part = np.empty((k, k, 3), dtype=np.int64)
+            pair_window_counts(Xc[sl], lab[sl], C, length2, float(window), part)
+            return part
+
+        halves = _run_parts(run, _row_halves(n), 2)
+        np.add(halves[0], halves[1], out=counts)
+    else:
+        pair_window_counts(Xc, lab, C, length2, float(window), counts)
     mid, end_i, end_j = counts[..., 0], counts[..., 1], counts[..., 2]
     pieces = (length2 == 0.0) | (mid >= np.maximum(2.0, dip * np.minimum(end_i, end_j)))
     pieces &= (sizes[:, None] > 0) & (sizes[None, :] > 0)
@@ -584,6 +648,9 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
                 roots[parts] = parts
     return np.unique(roots, return_inverse=True)[1].astype(np.int64)
 
+
+#: merge_pieces splits its window counts over two threads from this many row-cluster pairs (n * k)
+_SPLIT_MIN_ROW_PAIRS = 1 << 16
 
 #: the window centres of merge_pieces: the middle of the segment and its two ends
 _WINDOW_AT = np.array([0.5, 0.0, 1.0])
@@ -662,7 +729,7 @@ def _ad_normal(x: np.ndarray) -> bool:
     return bool(a2 < 0.576 / (1.0 + 4.0 / n - 25.0 / n / n))
 
 
-def _merge_kept_pieces(X, labels, kept, C, ext):
+def _merge_kept_pieces(X, labels, kept, C, ext, whole_gaussian=None, n_threads=1):
     """Merge the kept clusters that are pieces of one.
 
     Returns (kept, centres, extents, caps) of the result; ``caps`` is the largest Alg. 4
@@ -672,9 +739,11 @@ def _merge_kept_pieces(X, labels, kept, C, ext):
     local[kept] = np.arange(kept.size)
     rows = np.flatnonzero(local[labels] >= 0)  # rows of deleted clusters take no part
     sub = local[labels[rows]]
+    whole = None
     if rows.size == X.shape[0]:  # every row takes part: X itself, not a copy
         rows = slice(None)
-    group = merge_pieces(X[rows], C, sub)
+        whole = whole_gaussian
+    group = merge_pieces(X[rows], C, sub, n_threads=n_threads, _whole_gaussian=whole)
     n_groups = int(group.max()) + 1
     if n_groups == kept.size:  # nothing merged: the upload is the paper's
         return kept, C, ext, None
@@ -1008,12 +1077,13 @@ class FeCA(BaseFederatedClusterer):
 
     # phases -----------------------------------------------------------------
     def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[FeCASummary, dict]:
-        scaler, stats = _units.local_scaler(X) if self.units is not None else (None, None)
+        scaler, stats = _units.local_scaler(X, n_threads) if self.units is not None else (None, None)
         res = feca_client(
-            X if scaler is None else scaler.transform(X), self._k_local(), rng, refine=self.refine,
-            radius=self.radius, spread=self.spread, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
-            tol=self.tol, merge=self.merge_pieces,
-            refill=None if scaler is None else (lambda Z: scaler.transform(X, out=Z)), n_threads=n_threads,
+            X if scaler is None else scaler.transform(X, n_jobs=n_threads), self._k_local(), rng,
+            refine=self.refine, radius=self.radius, spread=self.spread, init=self.init, n_init=self.n_init,
+            max_iter=self.max_iter, tol=self.tol, merge=self.merge_pieces,
+            refill=None if scaler is None else (lambda Z: scaler.transform(X, out=Z, n_jobs=n_threads)),
+            n_threads=n_threads,
         )
         if scaler is None or res.degenerate:  # a client with n <= k_c uploads its rows exactly
             centers = res.centers if scaler is None else np.asarray(X, dtype=np.float64)[res.kept]
