@@ -209,10 +209,13 @@ def parallel_one_client(n: int, d: int, repeats: int, names) -> int:
           "client's phases; the kernels' other threads run beside it): with a free second core the wall time "
           "is about this critical path, so `est. speed-up` = main-thread CPU(n_jobs=1) / main-thread "
           "CPU(n_jobs=2) estimates the speed-up on an idle machine (with `OMP_WAIT_POLICY=passive`, threads "
-          "waiting at a barrier sleep instead of spinning and are not counted).\n")
+          "waiting at a barrier sleep instead of spinning and are not counted). The main thread also sleeps while "
+          "it waits for work it handed to the other thread, so that ratio can overstate: on two cores the wall "
+          "time is at least half the process CPU, hence `bounded est.` = main-thread CPU(n_jobs=1) / "
+          "max(main-thread CPU(n_jobs=2), CPU(n_jobs=2) / 2), the number to read against the target.\n")
     print("| estimator | wall n_jobs=1 (s) | wall n_jobs=2 (s) | speed-up | CPU n_jobs=1 (s) | CPU n_jobs=2 (s) "
-          "| main-thread CPU n_jobs=1 (s) | main-thread CPU n_jobs=2 (s) | est. speed-up | same labels |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| main-thread CPU n_jobs=1 (s) | main-thread CPU n_jobs=2 (s) | est. speed-up | bounded est. | same labels |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         Est = getattr(fastfc, name)
         Est(n_clusters=10, random_state=0).fit(X[:2000])  # compile / warm
@@ -231,8 +234,9 @@ def parallel_one_client(n: int, d: int, repeats: int, names) -> int:
         w1, w2 = float(np.median(wall[1])), float(np.median(wall[2]))
         same = bool(np.array_equal(labels[1], labels[2]))
         m1, m2 = float(np.median(main[1])), float(np.median(main[2]))
-        print(f"| {name} | {w1:.3f} | {w2:.3f} | {w1 / w2:.2f} | {np.median(cpu[1]):.3f} | {np.median(cpu[2]):.3f} "
-              f"| {m1:.3f} | {m2:.3f} | {m1 / m2:.2f} | {same} |", flush=True)
+        c1, c2 = float(np.median(cpu[1])), float(np.median(cpu[2]))
+        print(f"| {name} | {w1:.3f} | {w2:.3f} | {w1 / w2:.2f} | {c1:.3f} | {c2:.3f} "
+              f"| {m1:.3f} | {m2:.3f} | {m1 / m2:.2f} | {m1 / max(m2, c2 / 2):.2f} | {same} |", flush=True)
     return 0
 
 
