@@ -79,6 +79,8 @@ def main(argv=None) -> int:
     unknown = sorted(set(cases) - {name for name, _, _ in CASES})
     if unknown:
         ap.error(f"unknown cases {unknown}")
+    if args.out:
+        import _provenance  # noqa: F401  (imported before the fits: the header's load at start is read on import)
     seeds, splits = parse_seeds(args.seeds), args.splits.split(",")
     got = fit_all(seeds, splits, cases)
     if args.save:
