@@ -253,7 +253,7 @@ def select_corr(res: dict) -> tuple[str | None, list[str]]:
         return None, []
     floor = summary(nine[0], nine[1][DEFAULT_RULE])[0]
     lines = [f"\nSelection on the selection seeds: bic_corr candidates keeping k* = K on the nine datasets >= "
-             f"{floor} ({DEFAULT_RULE}) and on >= {SANITY_TARGET:.0%} of the sanity runs; most k* = K on the splits.\n",
+             f"{floor} (the previous default, {DEFAULT_RULE}) and on >= {SANITY_TARGET:.0%} of the sanity runs; most k* = K on the splits.\n",
              "| candidate | splits k* = K | splits mean abs log2 | nine k* = K | sanity k* = K | eligible |",
              "|---|---|---|---|---|---|"]
     best, key_best = None, None
@@ -311,7 +311,7 @@ def _run(args) -> int:
             out += table(suite, runs, ks_of, args.report_seeds + " (report)")
             print(f"done {suite} {args.report_seeds}", file=sys.stderr, flush=True)
         if best:
-            out.append(f"\nSelected rule {best} against the default {DEFAULT_RULE}, k* = K:")
+            out.append(f"\nSelected rule {best} against the previous default {DEFAULT_RULE}, k* = K:")
             for suite in rep:
                 for rule in (DEFAULT_RULE, best):
                     for label, res in (("selection", sel), ("report", rep)):
