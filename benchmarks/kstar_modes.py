@@ -15,8 +15,9 @@ Usage::
 
     python benchmarks/kstar_modes.py --seeds 0-9 --out benchmarks/results/kstar_modes.md
 
-``--modes`` (default ``robust,robust:bic,robust:ch,paper``): ``robust`` is the default
-(``k_select="bic_eff"``), ``robust:RULE`` the robust mode with ``k_select=RULE``.
+``--modes`` (default ``robust,robust:bic_eff,robust:bic,robust:ch,paper``): ``robust`` is the
+default (``k_select="bic_corr"``), ``robust:RULE`` the robust mode with ``k_select=RULE``
+(``bic_eff``: the default before).
 """
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def run(suite: str, names: list[str], mode: str, seeds: list[int]) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="0-9")
-    ap.add_argument("--modes", default="robust,robust:bic,robust:ch,paper",
+    ap.add_argument("--modes", default="robust,robust:bic_eff,robust:bic,robust:ch,paper",
                     help="comma-separated: robust (default k_select), robust:RULE (k_select=RULE), paper")
     ap.add_argument("--suites", default="nine,splits")
     return run_with_out(ap, argv, _run)

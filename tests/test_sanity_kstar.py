@@ -16,7 +16,9 @@ from sklearn.metrics import adjusted_rand_score
 
 from fastfc import FedKStarHC
 from fastfc.datasets._sanity import SanityCase, make_sanity_case
+import fastfc.fed_kstar_hc as fk
 from fastfc.fed_kstar_hc import (
+    BIC_CORR_SHRINK,
     BIC_EFF_LEAF_EXPONENT,
     BIC_PSEUDO_ROWS,
     MICRO_BUDGET_CAP,
@@ -25,6 +27,7 @@ from fastfc.fed_kstar_hc import (
     drop_small,
     moment_tree,
     select_k_bic,
+    select_k_bic_corr,
     select_k_ch,
 )
 
@@ -292,8 +295,8 @@ def test_bic_with_effective_sample_size_equals_plain_numpy():
 
 
 def test_default_k_rule_finds_k_on_a_small_federated_mixture():
-    """The default rule (bic_eff) finds K = 4 on three clients of a well-separated mixture, one of
-    them missing a cluster; plain BIC and CH stay selectable and agree there."""
+    """The default rule (bic_corr) finds K = 4 on three clients of a well-separated mixture, one of
+    them missing a cluster; bic_eff, plain BIC and CH stay selectable and agree there."""
     rng = np.random.default_rng(3)
     d = 6
     centres = rng.normal(size=(4, d)) * 12.0
@@ -302,24 +305,25 @@ def test_default_k_rule_finds_k_on_a_small_federated_mixture():
         y = rng.choice(labels, size=150 + 50 * z)
         X_clients.append(centres[y] + rng.normal(size=(y.size, d)))
     est = FedKStarHC(random_state=0).fit_clients(X_clients)
-    assert est.k_select == "bic_eff" and est.n_clusters_ == 4
+    assert est.k_select == "bic_corr" and est.n_clusters_ == 4
     assert int(np.argmax(est.k_scores_)) + 1 == 4  # BIC of k = 1, 2, ...
-    for rule in ("bic", "ch"):
+    for rule in ("bic_eff", "bic", "ch"):
         assert FedKStarHC(k_select=rule, random_state=0).fit_clients(X_clients).n_clusters_ == 4
 
 
-def test_bic_eff_is_the_default_k_rule_and_bic_ch_stay_available():
+def test_bic_corr_is_the_default_k_rule_and_the_others_stay_available():
     X_clients, y_clients = make_sanity_case(replace(BASE, n_clusters=3))
     est = FedKStarHC(random_state=0).fit_clients(X_clients)
-    assert est.k_select == "bic_eff" and est.n_clusters_ == 3
+    assert est.k_select == "bic_corr" and est.n_clusters_ == 3
     assert int(np.argmax(est.k_scores_)) + 1 == 3  # BIC of k = 1, 2, ...
-    bic = FedKStarHC(k_select="bic", random_state=0).fit_clients(X_clients)
-    assert bic.n_clusters_ == 3 and int(np.argmax(bic.k_scores_)) + 1 == 3
+    for rule in ("bic_eff", "bic"):
+        other = FedKStarHC(k_select=rule, random_state=0).fit_clients(X_clients)
+        assert other.n_clusters_ == 3 and int(np.argmax(other.k_scores_)) + 1 == 3
     ch = FedKStarHC(k_select="ch", random_state=0).fit_clients(X_clients)
     assert ch.n_clusters_ == 3 and int(np.argmax(ch.k_scores_)) + 2 == 3  # CH of k = 2, 3, ...
     # with K given the rule is not used: identical labels
     a = FedKStarHC(n_clusters=3, random_state=0).fit_clients(X_clients).labels_
-    for rule in ("bic", "ch"):
+    for rule in ("bic_eff", "bic", "ch"):
         b = FedKStarHC(n_clusters=3, k_select=rule, random_state=0).fit_clients(X_clients).labels_
         np.testing.assert_array_equal(a, b)
 
@@ -333,3 +337,116 @@ def test_one_row_per_client_k_estimated():
         warnings.simplefilter("ignore")  # single-row uploads are warned about; tested elsewhere
         est = FedKStarHC(random_state=case.seed).fit_clients(X_clients)
     assert est.n_clusters_ == 3
+
+
+def _bic_corr_numpy(counts, means, m2, groups, n_eff, kappa, shrink):
+    """BIC of one cut, clusters N(mu_c, D_c^(1/2) R D_c^(1/2)), computed directly (plain NumPy):
+    each cluster's scatter from its leaves (their diagonal sums of squares plus the scatter of
+    their means), D_c its shrunk diagonal, R the pooled standardised scatter shrunk to I."""
+    n = counts.sum()
+    grand = (counts[:, None] * means).sum(0) / n
+    g = (m2.sum(0) + (counts[:, None] * (means - grand) ** 2).sum(0)) / n
+    live = g > 0
+    means, m2, g = means[:, live], m2[:, live], g[live]
+    d = int(live.sum())
+    k = int(groups.max()) + 1
+    ll, pooled = 0.0, np.zeros((d, d))
+    for c in range(k):
+        idx = groups == c
+        nc = counts[idx].sum()
+        mu = (counts[idx, None] * means[idx]).sum(0) / nc
+        dev = means[idx] - mu
+        S = np.diag(m2[idx].sum(0)) + (counts[idx, None, None] * dev[:, :, None] * dev[:, None, :]).sum(0)
+        v = (np.diag(S) + kappa * g) / (nc + kappa)
+        ll += nc * np.log(nc / n) - 0.5 * nc * np.log(v).sum()
+        Sk = (S + kappa * np.diag(g)) / (nc + kappa)
+        pooled += nc * Sk / np.sqrt(np.outer(v, v))
+    rho = min(1.0, shrink * d / n)
+    R = (1 - rho) * pooled / n + rho * np.eye(d)
+    ll -= 0.5 * n * np.linalg.slogdet(R)[1]
+    p = k - 1 + 2 * k * d + d * (d - 1) / 2
+    return ll * n_eff / n - 0.5 * p * np.log(n_eff)
+
+
+def _correlated_leaves(seed, k0=15, d=4):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 30, size=k0).astype(float)
+    L = np.linalg.cholesky(0.6 * np.ones((d, d)) + 0.4 * np.eye(d))
+    means = np.repeat(rng.normal(scale=8.0, size=(5, d)), 3, axis=0) + rng.normal(size=(k0, d)) @ L.T
+    m2 = (counts - 1)[:, None] * rng.uniform(0.2, 2.0, size=(k0, d))
+    means[:, -1] = 3.0  # a constant feature is left out
+    m2[:, -1] = 0.0
+    return counts, means, m2
+
+
+@pytest.mark.parametrize("cap", [None, 5])
+def test_bic_corr_along_the_tree_equals_plain_numpy(monkeypatch, cap):
+    """select_k_bic_corr at every cut equals the BIC of the shared-correlation model computed
+    cut by cut from the leaves' moments (plain NumPy), with and without the effective sample
+    size; with BIC_CORR_K_MAX below k0 (cap=5) the scatter matrices are set up midway through
+    the merges and k above the cap is not considered."""
+    if cap is not None:
+        monkeypatch.setattr(fk, "BIC_CORR_K_MAX", cap)
+    counts, means, m2 = _correlated_leaves(2)
+    k0 = counts.shape[0]
+    n = counts.sum()
+    merges, _, _ = moment_tree(counts, means, m2)
+    for n_eff in (None, bic_sample_size(k0, n)):
+        k, bic = select_k_bic_corr(merges, counts, means, m2, sample_size=n_eff)
+        kc = k0 if cap is None else cap
+        assert bic.shape == (kc,)
+        ref = [_bic_corr_numpy(counts, means, m2, cut_tree(merges, k0, kk), n if n_eff is None else n_eff,
+                               BIC_PSEUDO_ROWS, BIC_CORR_SHRINK) for kk in range(1, kc + 1)]
+        np.testing.assert_allclose(bic, ref, rtol=1e-9)
+        assert k == int(np.argmax(ref)) + 1
+    # shrink = 1 everywhere (rho = 1, R = I): the diagonal model plus a constant penalty
+    big = n / 3  # rho = min(1, big * d / n) = 1 with d = 3 live features
+    _, corr_i = select_k_bic_corr(merges, counts, means, m2, shrink=big)
+    _, diag = select_k_bic(merges, counts, means, m2)
+    np.testing.assert_allclose(corr_i, diag[: corr_i.shape[0]] - 0.5 * 3 * np.log(n), rtol=1e-9)
+    with pytest.raises(ValueError, match="shrink"):
+        select_k_bic_corr(merges, counts, means, m2, shrink=-1.0)
+
+
+def test_bic_corr_from_single_row_leaves_equals_the_rows():
+    """With leaves of one row each the moments are the rows: BIC of every cut equals the same
+    model fitted to the rows themselves (scatter of the rows of each cluster)."""
+    rng = np.random.default_rng(4)
+    d = 3
+    X = np.concatenate([rng.normal(size=(6, d)) @ np.array([[1.0, 0.8, 0.0], [0.0, 0.6, 0.3], [0.0, 0.0, 0.5]])
+                        + c for c in (0.0, 9.0)])
+    counts, m2 = np.ones(X.shape[0]), np.zeros_like(X)
+    merges, _, _ = moment_tree(counts, X, m2)
+    _, bic = select_k_bic_corr(merges, counts, X, m2)
+    n = X.shape[0]
+    g = X.var(axis=0)
+    for kk in range(1, bic.shape[0] + 1):
+        groups = cut_tree(merges, n, kk)
+        ll, pooled = 0.0, np.zeros((d, d))
+        for c in range(kk):
+            R = X[groups == c]
+            S = (R - R.mean(0)).T @ (R - R.mean(0))
+            v = (np.diag(S) + BIC_PSEUDO_ROWS * g) / (len(R) + BIC_PSEUDO_ROWS)
+            ll += len(R) * np.log(len(R) / n) - 0.5 * len(R) * np.log(v).sum()
+            pooled += len(R) * (S + BIC_PSEUDO_ROWS * np.diag(g)) / (len(R) + BIC_PSEUDO_ROWS) / np.sqrt(np.outer(v, v))
+        rho = min(1.0, BIC_CORR_SHRINK * d / n)
+        ll -= 0.5 * n * np.linalg.slogdet((1 - rho) * pooled / n + rho * np.eye(d))[1]
+        assert bic[kk - 1] == pytest.approx(ll - 0.5 * (kk - 1 + 2 * kk * d + d * (d - 1) / 2) * np.log(n), rel=1e-9)
+
+
+def test_bic_corr_keeps_correlated_clusters_whole():
+    """Three well-separated clusters whose features are correlated (0.7 between every pair, the
+    same shape in each): the diagonal BIC (bic_eff) cuts them across their long axis, k* > 3;
+    the shared-correlation BIC (the default) finds the three, ARI 1."""
+    rng = np.random.default_rng(0)
+    d, K = 6, 3
+    L = np.linalg.cholesky(0.7 * np.ones((d, d)) + 0.3 * np.eye(d))
+    centres = rng.normal(size=(K, d)) * 8
+    X_clients, ys = [], []
+    for _ in range(3):
+        y = rng.integers(0, K, size=500)
+        X_clients.append(centres[y] + rng.normal(size=(y.size, d)) @ L.T)
+        ys.append(y)
+    est = FedKStarHC(random_state=0).fit_clients(X_clients)
+    assert est.n_clusters_ == 3 and adjusted_rand_score(np.concatenate(ys), est.labels_) >= 0.99
+    assert FedKStarHC(k_select="bic_eff", random_state=0).fit_clients(X_clients).n_clusters_ > 3
