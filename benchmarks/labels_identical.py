@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Check that a code change leaves KFed's and FeCA's fits bit-identical on the published splits.
+"""Check that a code change leaves KFed's, FeCA's and FedKStarHC's fits bit-identical on the published splits.
 
 ``--save FILE`` fits every method below on the ten published 8-client splits for each seed and
 stores the labels and the global centres (``.npz``); ``--check FILE`` refits with the current code
@@ -30,6 +30,7 @@ CASES = [
     ("kfed-reference", "kfed", dict(seed_client="first", server_init="farthest-first", server_max_iter=None,
                                      assign="nearest", units=None, local_n_init=1)),
     ("feca-default", "feca", {}),
+    ("fedkstarhc-default", "fedkstarhc", {}),
 ]
 
 
