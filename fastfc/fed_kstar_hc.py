@@ -1460,8 +1460,9 @@ class FedKStarHC(BaseFederatedClusterer):
     at the budget's cap of 50 micro-subclusters) seeds and runs its micro-partition's Lloyd on a
     uniform subsample of ``max(1024, 40 k)`` rows and labels every row by the nearest of
     those centres (see :func:`kmeans_partition`): the over-clustering k-means at k = 50 on
-    all rows made the fit 4.3-5.5x pooled ``KMeans(n_init=1)`` (CPU time) at 10^6 rows over
-    10 and 100 clients (``benchmarks/results/scaling_ratio_1e6.md`` has the before and after).
+    all rows made the fit 4-7x pooled ``KMeans(n_init=1)`` (CPU time) at 10^6 rows over
+    10 and 100 clients, on the subsample 0.5-1.9x (``benchmarks/results/scaling_ratio_1e6_before.md``
+    and ``scaling_ratio_1e6.md``).
     Smaller clients, which include every published split and the paper's data sets, are
     partitioned on all rows as before, with the same results.
 

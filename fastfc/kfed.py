@@ -739,9 +739,10 @@ class KFed(BaseFederatedClusterer):
     the client's stream, and only the start of lowest subsample inertia runs
     Lloyd to convergence on all rows (the projection is still the top singular
     vectors of all rows). Five Lloyd runs on all rows cost five times the whole
-    client step (at 10^6 rows over 10 clients the fit took 2.7x pooled
-    ``KMeans(n_init=1)`` in CPU time; ``benchmarks/results/scaling_ratio_1e6.md``
-    has the before and after); the starts only have to pick the right local
+    client step (at 10^6 rows over 10 clients the fit took 2.7-3.7x pooled
+    ``KMeans(n_init=1)`` in CPU time before, about 0.5x after:
+    ``benchmarks/results/scaling_ratio_1e6_before.md`` and
+    ``scaling_ratio_1e6.md``); the starts only have to pick the right local
     optimum, and the final Lloyd on all rows then needs about 2 iterations.
     These starts seed by greedy k-means++ (``2 + ln k'`` candidates a step,
     scikit-learn's) rather than the published plain D^2 seeding: on the
