@@ -11,6 +11,9 @@ that seeds, centres and labels are the same bits for every ``n_jobs``:
   assign + accumulate kernel :func:`fastfc._lloyd.lloyd_stats` (exact float64 distances,
   float64 sums), then one labelling pass (:func:`fastfc._assign.assign_nearest`).
 
+Large clients (at least 8192 rows, :func:`subsample_size`) run their seeding and restarts on a
+uniform subsample (:func:`subsample_rows`); see k-FED's and Fed-k*-HC's Notes.
+
 These are not scikit-learn's ``KMeans``: scikit-learn labels rows through
 ``||c||^2 - 2 x.c`` in the data's dtype and sums per-thread partials in a
 thread-count-dependent order; here distances are exact float64 sums and the partial sums
@@ -24,10 +27,11 @@ import numpy as np
 
 from ._assign import assign_nearest
 from ._lloyd import lloyd_stats
-from ._parallel import effective_n_jobs
+from ._parallel import effective_n_jobs, limit_blas_threads
 
 __all__ = ["kmeanspp", "lloyd", "n_trials_for", "mean_feature_variance", "use_threaded_engine",
-           "THREADED_MIN_ELEMENTS"]
+           "THREADED_MIN_ELEMENTS", "subsample_size", "subsample_rows", "SUBSAMPLE_MIN", "SUBSAMPLE_PER_CLUSTER",
+           "SUBSAMPLE_MIN_ROWS"]
 
 #: clients with at least this many values (rows x features) run their local k-means on these kernels;
 #: smaller ones keep scikit-learn's one-thread steps (threads do not pay there, and the per-iteration
@@ -42,6 +46,35 @@ def use_threaded_engine(n_samples: int, n_features: int) -> bool:
     client's result never depends on ``n_jobs``.
     """
     return n_samples * n_features >= THREADED_MIN_ELEMENTS
+
+
+#: rows of the uniform subsample on which large clients run their restarts (at least; see :func:`subsample_size`)
+SUBSAMPLE_MIN = 1024
+#: ... and at least this many rows per cluster of the local k-means
+SUBSAMPLE_PER_CLUSTER = 40
+#: clients with fewer rows never subsample (every published split and sanity-grid client is below it)
+SUBSAMPLE_MIN_ROWS = 8192
+
+
+def subsample_size(n_samples: int, n_clusters: int) -> int | None:
+    """Rows of the uniform subsample a client of ``n_samples`` rows seeds and restarts on, or ``None``.
+
+    ``m = max(SUBSAMPLE_MIN, SUBSAMPLE_PER_CLUSTER * n_clusters)`` rows (2048 for ``k <= 32``)
+    when the client has at least ``max(SUBSAMPLE_MIN_ROWS, 2 m)`` rows (8192 for ``k <= 64``);
+    ``None`` (no subsample: every step on all rows) for smaller clients. A function of the shape
+    and ``k`` only, never of ``n_jobs``: every published split (at most 2,747 rows per client)
+    and every sanity-grid client (at most 2,000 rows) stays below it.
+    """
+    m = max(SUBSAMPLE_MIN, SUBSAMPLE_PER_CLUSTER * int(n_clusters))
+    return m if n_samples >= max(SUBSAMPLE_MIN_ROWS, 2 * m) else None
+
+
+def subsample_rows(n_samples: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` distinct rows of ``0 .. n_samples - 1`` drawn uniformly from ``rng``, in increasing order.
+
+    ``rng.choice(n_samples, size, replace=False)``, sorted (rows are then read in memory order).
+    """
+    return np.sort(rng.choice(n_samples, size=size, replace=False))
 
 
 #: rows per chunk of the seeding kernel's distance pass (a chunk stays in cache across candidates)
@@ -149,7 +182,7 @@ def _relocate_empty(X, centers, counts, sums, n_jobs) -> None:
 
 
 def lloyd(X: np.ndarray, init: np.ndarray, *, max_iter: int = 300, tol: float = 1e-4, n_jobs=1,
-          var_mean: float | None = None) -> tuple[np.ndarray, np.ndarray, float, int]:
+          var_mean: float | None = None, labels: bool = True) -> tuple[np.ndarray, np.ndarray | None, float, int]:
     """Lloyd k-means from ``init`` on ``n_jobs`` threads; the same bits for any ``n_jobs``.
 
     Each iteration is one :func:`fastfc._lloyd.lloyd_stats` pass (nearest centre by exact
@@ -172,14 +205,19 @@ def lloyd(X: np.ndarray, init: np.ndarray, *, max_iter: int = 300, tol: float = 
         Threads of the kernels.
     var_mean : float or None, default=None
         :func:`mean_feature_variance` of ``X`` when the caller has it (several starts on one ``X``).
+    labels : bool, default=True
+        ``False``: no labelling pass after the last iteration; ``labels`` is then ``None`` and
+        ``inertia`` that of the last iteration's pass (the centres before the final update; at
+        convergence they moved by at most the tolerance), enough to rank starts.
 
     Returns
     -------
     centers : ndarray of shape (n_clusters, n_features), float64
-    labels : ndarray of shape (n_samples,), int32
-        Nearest final centre of every row.
+    labels : ndarray of shape (n_samples,), int32, or None
+        Nearest final centre of every row (``None`` with ``labels=False``).
     inertia : float
-        Sum of the squared distances of the rows to their final centres.
+        Sum of the squared distances of the rows to their final centres (with
+        ``labels=False``: to the centres of the last iteration's pass).
     n_iter : int
         Lloyd iterations run.
     """
@@ -194,16 +232,20 @@ def lloyd(X: np.ndarray, init: np.ndarray, *, max_iter: int = 300, tol: float = 
     else:
         tol_abs = (mean_feature_variance(X, n_jobs) if var_mean is None else float(var_mean)) * tol
     n_iter = 0
-    for n_iter in range(1, max_iter + 1):
-        counts, sums, _ = lloyd_stats(X, centers, n_jobs=n_jobs)
-        if not counts.all():
-            _relocate_empty(X, centers, counts, sums, n_jobs)
-        new = centers.copy()
-        filled = counts > 0
-        new[filled] = sums[filled] / counts[filled, None]
-        shift = float(((new - centers) ** 2).sum())
-        centers = new
-        if shift <= tol_abs:
-            break
-    labels, dist = assign_nearest(X, centers, n_jobs=n_jobs, return_distances=True, check_finite=False)
+    want_labels = labels
+    with limit_blas_threads(1):  # once for every pass (the kernels' own limits are then no-ops)
+        for n_iter in range(1, max_iter + 1):
+            counts, sums, inertia = lloyd_stats(X, centers, n_jobs=n_jobs)
+            if not counts.all():
+                _relocate_empty(X, centers, counts, sums, n_jobs)
+            new = centers.copy()
+            filled = counts > 0
+            new[filled] = sums[filled] / counts[filled, None]
+            shift = float(((new - centers) ** 2).sum())
+            centers = new
+            if shift <= tol_abs:
+                break
+        if not want_labels:
+            return centers, None, float(inertia.sum()), n_iter
+        labels, dist = assign_nearest(X, centers, n_jobs=n_jobs, return_distances=True, check_finite=False)
     return centers, labels, float(dist.sum(dtype=np.float64)), n_iter

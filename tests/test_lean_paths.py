@@ -42,6 +42,25 @@ def test_right_singular_vectors_match_numpy_svd(n, d):
     np.testing.assert_array_equal(_right_singular_vectors(P, mean), np.linalg.svd(P - mean, full_matrices=False)[2])
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,d", [(30000, 10), (6000, 50)])
+def test_right_singular_vectors_of_large_pieces_match_numpy_svd_up_to_sign(n, d, dtype):
+    """Pieces of at least 2**18 values take the axes from the scatter matrix (issue 15): the same
+    axes as NumPy's SVD up to sign and rounding (well-separated singular values here)."""
+    from fastfc.feca import _GRAM_MIN_ELEMENTS
+
+    assert n * d >= _GRAM_MIN_ELEMENTS
+    rng = np.random.default_rng(n + d)
+    P = (rng.normal(size=(n, d)) * np.geomspace(5.0, 0.1, d) @ np.linalg.qr(rng.normal(size=(d, d)))[0]
+         + rng.normal(size=d)).astype(dtype)
+    mean = P.mean(axis=0)
+    got = _right_singular_vectors(P, mean)
+    ref = np.linalg.svd(P.astype(np.float64) - mean, full_matrices=False)[2]
+    assert got.shape == ref.shape == (d, d)
+    signs = np.sign((got * ref).sum(1))
+    np.testing.assert_allclose(got * signs[:, None], ref, atol=1e-8)
+
+
 def plain_subcluster_statistics(X, labels, rng, n_substitutes=None):
     """The all-rows-at-once version (before issue 15)."""
     Xf = np.asarray(X, dtype=np.float64)

@@ -223,3 +223,120 @@ def test_small_clients_keep_the_one_thread_scikit_learn_steps(monkeypatch):
     assert len(calls) == 6
     from sklearn.metrics import adjusted_rand_score
     assert adjusted_rand_score(small.labels_, big.labels_) == 1.0  # separated blobs: the same clustering
+
+
+# ---------------------------------------------------------------- subsample restarts (large clients)
+def test_subsample_size_depends_on_shape_and_k_only():
+    """Large clients only: below SUBSAMPLE_MIN_ROWS (above every published split's 2,747 rows per
+    client and the sanity grid's 2,000) nothing is subsampled, so those results stay as before."""
+    import fastfc._local_kmeans as lk
+
+    assert lk.SUBSAMPLE_MIN_ROWS > 2747
+    for k in (1, 10, 50, 64):
+        assert lk.subsample_size(lk.SUBSAMPLE_MIN_ROWS - 1, k) is None
+        assert lk.subsample_size(2747, k) is None
+        assert lk.subsample_size(10 ** 4, k) == max(lk.SUBSAMPLE_MIN, lk.SUBSAMPLE_PER_CLUSTER * k)
+    m = lk.SUBSAMPLE_PER_CLUSTER * 500  # a large k needs twice its subsample
+    assert lk.subsample_size(2 * m - 1, 500) is None and lk.subsample_size(2 * m, 500) == m
+    rows = lk.subsample_rows(10 ** 5, 2048, np.random.default_rng(3))
+    np.testing.assert_array_equal(rows, lk.subsample_rows(10 ** 5, 2048, np.random.default_rng(3)))
+    assert rows.shape == (2048,) and np.unique(rows).size == 2048 and (np.diff(rows) > 0).all()
+    assert rows[0] >= 0 and rows[-1] < 10 ** 5
+
+
+def test_kfed_subsample_local_step_same_bits_for_any_threads_and_a_lloyd_fixed_point():
+    """k-FED's starts on a subsample: the same bits for 1 and 2 threads; the returned centres are
+    the Lloyd fixed point on all rows (labels = NumPy nearest centre, centres = their rows' means
+    to within the tolerance) and find the blobs."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from fastfc.kfed import local_awasthi_sheffet
+
+    rng = np.random.default_rng(4)
+    means = rng.normal(scale=8.0, size=(5, 6))
+    truth = rng.integers(5, size=20000)
+    X = means[truth] + rng.normal(size=(20000, 6))
+    a = local_awasthi_sheffet(X, 5, np.random.default_rng(0), n_init=3, engine="threads", n_threads=1,
+                              subsample=2048)
+    b = local_awasthi_sheffet(X, 5, np.random.default_rng(0), n_init=3, engine="threads", n_threads=2,
+                              subsample=2048)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    C, lab = a
+    d2 = ((X[:, None, :] - C[None]) ** 2).sum(2)
+    np.testing.assert_array_equal(lab, d2.argmin(1))
+    means_now = np.array([X[lab == j].mean(0) for j in range(5)])
+    assert ((means_now - C) ** 2).sum() <= 1e-4 * np.mean(np.var(X, axis=0))
+    assert adjusted_rand_score(truth, lab) == 1.0
+    # the subsample is drawn from the client's stream: another stream, another subsample (other draws)
+    c = local_awasthi_sheffet(X, 5, np.random.default_rng(1), n_init=3, engine="threads", subsample=2048)
+    assert adjusted_rand_score(truth, c[1]) == 1.0
+
+
+def test_kstar_partition_subsample_equals_numpy_reference():
+    """Fed-k*-HC's micro-partition of a large client: greedy k-means++ and Lloyd on the subsample
+    drawn from the client's seed, then every row to its nearest centre (NumPy argmin, exact
+    distances), relabelled 0..k'-1; the same labels for 1 and 2 threads."""
+    import fastfc._local_kmeans as lk
+    from fastfc._parallel import sklearn_seed
+    from fastfc.fed_kstar_hc import kmeans_partition
+
+    X = _blobs(12000, 4, 6, seed=21)
+    k = 20
+    m = lk.subsample_size(X.shape[0], k)
+    assert m is not None and m < X.shape[0]
+    got = [kmeans_partition(X, np.random.default_rng(5), k=k, n_threads=t) for t in (1, 2)]
+    np.testing.assert_array_equal(got[0], got[1])
+    gen = np.random.default_rng(sklearn_seed(np.random.default_rng(5)))
+    Xs = X[lk.subsample_rows(X.shape[0], m, gen)]
+    C = lloyd(Xs, Xs[kmeanspp(Xs, k, gen)], max_iter=30, tol=1e-4)[0]
+    ref = ((X[:, None, :] - C[None]) ** 2).sum(2).argmin(1)
+    np.testing.assert_array_equal(got[0], np.unique(ref, return_inverse=True)[1])
+
+
+@pytest.mark.parametrize("Est, kw", [(KFed, {}), (FedKStarHC, dict(micro="kmeans"))])
+def test_subsampled_clients_labels_same_for_n_jobs_1_and_2(Est, kw):
+    """Two clients just above SUBSAMPLE_MIN_ROWS (below the threaded engine's 2**18 values): the
+    subsample path, the same labels and centres for any n_jobs, and the blobs found."""
+    import fastfc._local_kmeans as lk
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(8)
+    means = rng.normal(scale=8.0, size=(5, 6))
+    truth = rng.integers(5, size=2 * (lk.SUBSAMPLE_MIN_ROWS + 100))
+    X = means[truth] + rng.normal(size=(truth.size, 6))
+    half = truth.size // 2
+    assert lk.subsample_size(half, 10) is not None and not lk.use_threaded_engine(half, 6)
+    a = Est(n_clusters=5, random_state=0, n_jobs=1, **kw).fit_clients([X[:half], X[half:]])
+    b = Est(n_clusters=5, random_state=0, n_jobs=2, **kw).fit_clients([X[:half], X[half:]])
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert adjusted_rand_score(truth, a.labels_) == 1.0
+
+
+def test_nested_blas_limit_is_a_no_op_only_inside_the_same_limit():
+    """``limit_blas_threads(n)`` inside this thread's own ``limit_blas_threads(n)`` does nothing; any
+    other nesting still sets the limit, and every limit is undone on exit."""
+    from threadpoolctl import threadpool_info
+
+    from fastfc._parallel import _NoLimit, limit_blas_threads
+
+    def blas_threads():
+        return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+
+    before = blas_threads()
+    if not before:
+        pytest.skip("no BLAS pool visible to threadpoolctl")
+    with limit_blas_threads(1):
+        assert blas_threads() == [1]
+        inner = limit_blas_threads(1)
+        assert isinstance(inner, _NoLimit)
+        with inner:
+            assert blas_threads() == [1]
+        assert blas_threads() == [1]
+        with limit_blas_threads(2):
+            assert blas_threads() == [2]
+            assert not isinstance(limit_blas_threads(1), _NoLimit)
+        assert blas_threads() == [1]
+    assert blas_threads() == before
+    assert not isinstance(limit_blas_threads(1), _NoLimit)
