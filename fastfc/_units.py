@@ -196,23 +196,22 @@ class FeatureScaler:
         return self.shift + np.asarray(Z, dtype=np.float64) * self.scale
 
 
-def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-feature standardisation ``(X - mean) / scale`` with ``scale = bandwidth * std``.
 
     The clients' local standardisation of FedHIRE/GOLD (CPL's kernel width in local standard
-    deviations) and of Fed-k*-HC's robust micro-partition.
+    deviations) and of Fed-k*-HC's robust micro-partition. An ``X`` of at least
+    :data:`SPLIT_MIN_ELEMENTS` values runs compiled passes
+    (:func:`fastfc._kernels._cpl.col_moments`, :func:`fastfc._kernels._cpl.shift_scale_rows`):
+    they add in NumPy's order (a column reduction of a C-contiguous array accumulates row by
+    row), so the result has the same bits as the NumPy formula, in two passes over ``X`` and no
+    temporary (3-4x faster than NumPy at 10^5 x 10-50).
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
     bandwidth : float, default=1.0
         Multiplies the population standard deviation.
-    n_jobs : int or None, default=1
-        Thread budget. An ``X`` of at least :data:`SPLIT_MIN_ELEMENTS` values and 4 features
-        takes its mean and standard deviation on two fixed column halves and the shift and
-        scale on two fixed row halves (threaded when ``n_jobs >= 2``); NumPy accumulates a
-        column reduction row by row, so the halves give the same bits as the whole, for any
-        ``n_jobs``.
 
     Returns
     -------
@@ -223,26 +222,25 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[n
         so it stays constant (0) after the shift.
     """
     X = np.asarray(X, dtype=np.float64)
-    split = X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS and X.shape[1] >= 4
-    if split:
-        d = X.shape[1]
-        parts = _run_parts(lambda sl: (X[:, sl].mean(axis=0), X[:, sl].std(axis=0)),
-                           [slice(0, d // 2), slice(d // 2, d)], n_jobs)
-        mean = np.concatenate([p[0] for p in parts])
-        std = np.concatenate([p[1] for p in parts])
+    large = X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS
+    if large:
+        from ._kernels._cpl import col_moments
+
+        X = np.ascontiguousarray(X)
+        mean = np.empty(X.shape[1])
+        var = np.empty(X.shape[1])
+        col_moments(X, mean, var)
+        std = np.sqrt(var)
     else:
         mean = X.mean(axis=0)
         std = X.std(axis=0)
     ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
     scale = np.where(ok, bandwidth * np.where(ok, std, 1.0), 1.0)
-    if split:
-        Z = np.empty(X.shape, dtype=np.float64)
+    if large:
+        from ._kernels._cpl import shift_scale_rows
 
-        def run(sl):
-            np.subtract(X[sl], mean, out=Z[sl])
-            Z[sl] /= scale  # the same values as (X - mean) / scale
-
-        _run_parts(run, _row_halves(X.shape[0]), n_jobs)
+        Z = np.empty(X.shape)
+        shift_scale_rows(X, mean, scale, Z)
         return Z, mean, scale
     Z = X - mean
     Z /= scale  # in place: the same values as (X - mean) / scale, one temporary

@@ -232,7 +232,7 @@ def fcpl_client(
     if not standardize:
         return cpl(X, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
                    n_threads=n_threads)
-    Xs, mean, scale = standardize_rows(X, _CLIENT_BANDWIDTH, n_jobs=n_threads)
+    Xs, mean, scale = standardize_rows(X, _CLIENT_BANDWIDTH)
     res = cpl(Xs, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
               n_threads=n_threads)
     return res._replace(centers=np.ascontiguousarray(res.centers * scale + mean))

@@ -588,3 +588,23 @@ def test_objective_is_bit_identical_on_two_threads(case):
         numba.set_num_threads(prev)
     assert one == two
     assert one == pytest.approx(R.reference_objective(X, y, C, Mw), rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(1, 3), (7, 1), (1000, 13), (5000, 64)])
+def test_column_moments_and_shift_scale_match_numpy(shape, dtype):
+    """The standardisation kernels give NumPy's bits: ``X.mean(0)``, ``X.var(0)`` and
+    ``(X - mean) / scale`` (float32 rows are passed as float64, as ``standardize_rows`` does)."""
+    from fastfc._kernels._cpl import col_moments, shift_scale_rows
+
+    rng = np.random.default_rng(shape[0] + shape[1])
+    X = (rng.normal(size=shape) * 10 ** rng.uniform(-4, 4, size=shape[1]) + 50.0).astype(dtype)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    mean, var = np.empty(shape[1]), np.empty(shape[1])
+    col_moments(X, mean, var)
+    np.testing.assert_array_equal(mean, X.mean(axis=0))
+    np.testing.assert_array_equal(var, X.var(axis=0))
+    scale = rng.uniform(0.1, 3.0, size=shape[1])
+    Z = np.empty(shape)
+    shift_scale_rows(X, mean, scale, Z)
+    np.testing.assert_array_equal(Z, (X - mean) / scale)

@@ -44,6 +44,8 @@ __all__ = [
     "kmodes_modes",
     "kmodes_weights",
     "kmodes_assign",
+    "col_moments",
+    "shift_scale_rows",
 ]
 
 
@@ -1925,3 +1927,57 @@ def kmodes_assign(Z, modes, u, labels):
             n_changed += 1
             labels[i] = bj
     return n_changed
+
+
+# --------------------------------------------------------------------------------------------
+# a client's standardisation (fastfc._units.standardize_rows), in NumPy's order
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _col_moments(X, z0, z1, mean, var):
+    """``mean[z]``, ``var[z]`` (population) of columns ``z0 .. z1-1`` of ``X`` (n >= 1 rows), as
+    ``X.mean(axis=0)`` and ``X.var(axis=0)`` compute them for a C-contiguous ``X``: every
+    column accumulated row by row from its first row, divided by ``n``; the variance from the
+    squared deviations to that mean. The sums run in a local buffer (no false sharing with a
+    thread writing the neighbouring columns)."""
+    n = X.shape[0]
+    w = z1 - z0
+    m = np.empty(w)
+    v = np.empty(w)
+    for c in range(w):
+        m[c] = X[0, z0 + c]
+    for i in range(1, n):
+        for c in range(w):
+            m[c] += X[i, z0 + c]
+    for c in range(w):
+        m[c] = m[c] / n
+        e = X[0, z0 + c] - m[c]
+        v[c] = e * e
+    for i in range(1, n):
+        for c in range(w):
+            e = X[i, z0 + c] - m[c]
+            v[c] += e * e
+    for c in range(w):
+        mean[z0 + c] = m[c]
+        var[z0 + c] = v[c] / n
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def col_moments(X, mean, var):
+    """:func:`_col_moments` of every column: ``X`` (n, d) float64 C-contiguous IN, n >= 1;
+    ``mean``, ``var`` (d,) float64 OUT (``X.mean(axis=0)``, ``X.var(axis=0)``, the same bits)."""
+    _col_moments(X, 0, X.shape[1], mean, var)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _shift_scale(X, mean, scale, Z, i0, i1):
+    """``Z[i, z] = (X[i, z] - mean[z]) / scale[z]`` for rows ``i0 <= i < i1`` (as NumPy)."""
+    d = X.shape[1]
+    for i in range(i0, i1):
+        for z in range(d):
+            Z[i, z] = (X[i, z] - mean[z]) / scale[z]
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def shift_scale_rows(X, mean, scale, Z):
+    """``Z[i, z] = (X[i, z] - mean[z]) / scale[z]`` (elementwise, as NumPy). ``Z`` (n, d) float64 OUT."""
+    _shift_scale(X, mean, scale, Z, 0, X.shape[0])
