@@ -1458,46 +1458,61 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     altmax = b_feat[6]
     jlo = b_jext[0]
     jhi = b_jext[1]
-    for j in range(k):
-        if cnt[j] > 0:
-            for z in range(z0, z1):
-                b_sum[j, z] = 0.0
-                b_q[j, z] = 0.0
-                b_g[j, z] = 0.0
-                b_min[j, z] = np.inf
-                b_max[j, z] = -np.inf
-    for z in range(z0, z1):
-        T[z] = 0.0
-        Qall[z] = 0.0
+    # the sums run in buffers local to this column range and are copied out at the end:
+    # threads on neighbouring ranges would otherwise write the same cache lines every row
+    w = z1 - z0
+    l_sum = np.zeros((k, w))
+    l_q = np.zeros((k, w))
+    l_g = np.zeros((k, w))
+    l_mu = np.zeros((k, w))
+    l_min = np.full((k, w), np.inf)
+    l_max = np.full((k, w), -np.inf)
+    l_T = np.zeros(w)
+    l_Q = np.zeros(w)
+    l_mall = np.zeros(w)
     # pass A: sums, extremes, totals
     for i in range(n):
         j = y[i]
-        for z in range(z0, z1):
-            x = X[i, z]
-            b_sum[j, z] += x
-            T[z] += x
-            if x < b_min[j, z]:
-                b_min[j, z] = x
-            if x > b_max[j, z]:
-                b_max[j, z] = x
-    for z in range(z0, z1):
-        mu_all[z] = T[z] / n
+        for c in range(w):
+            x = X[i, z0 + c]
+            l_sum[j, c] += x
+            l_T[c] += x
+            if x < l_min[j, c]:
+                l_min[j, c] = x
+            if x > l_max[j, c]:
+                l_max[j, c] = x
+    for c in range(w):
+        l_mall[c] = l_T[c] / n
     for j in range(k):
         if cnt[j] > 0:
             m = cnt[j]
-            for z in range(z0, z1):
-                b_mu[j, z] = b_sum[j, z] / m
+            for c in range(w):
+                l_mu[j, c] = l_sum[j, c] / m
     # pass B: centred within sums of squares, Gaussian within scores, total spread
     for i in range(n):
         j = y[i]
-        for z in range(z0, z1):
-            x = X[i, z]
-            dv = x - b_mu[j, z]
-            b_q[j, z] += dv * dv
-            dc = x - C[j, z]
-            b_g[j, z] += math.exp(-0.5 * dc * dc)
-            da = x - mu_all[z]
-            Qall[z] += da * da
+        for c in range(w):
+            x = X[i, z0 + c]
+            dv = x - l_mu[j, c]
+            l_q[j, c] += dv * dv
+            dc = x - C[j, z0 + c]
+            l_g[j, c] += math.exp(-0.5 * dc * dc)
+            da = x - l_mall[c]
+            l_Q[c] += da * da
+    for j in range(k):
+        if cnt[j] > 0:
+            for c in range(w):
+                z = z0 + c
+                b_sum[j, z] = l_sum[j, c]
+                b_mu[j, z] = l_mu[j, c]
+                b_q[j, z] = l_q[j, c]
+                b_g[j, z] = l_g[j, c]
+                b_min[j, z] = l_min[j, c]
+                b_max[j, z] = l_max[j, c]
+    for c in range(w):
+        T[z0 + c] = l_T[c]
+        mu_all[z0 + c] = l_mall[c]
+        Qall[z0 + c] = l_Q[c]
     # complement extremes from the clusters' own extremes (O(k) per feature, no sort): the
     # complement of j holds the global minimum unless j is the first cluster holding it, whose
     # complement's minimum is the smallest minimum of the other non-empty clusters (NaN: none)
