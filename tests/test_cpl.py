@@ -366,6 +366,48 @@ def test_block_and_single_candidate_distances_match_the_numpy_order(d):
     np.testing.assert_array_equal(out[:7], ref[2:])
     single = np.array([[_one_dist_t(X, i, CT, MwT, t) for t in range(37)] for i in range(9)])
     np.testing.assert_array_equal(single, ref)
+    from fastfc._kernels._cpl import _one_dist_r
+
+    rows = np.array([[_one_dist_r(X, i, C, Mw, j) for j in range(37)] for i in range(9)])
+    np.testing.assert_array_equal(rows, ref)
+
+
+@pytest.mark.parametrize("d", [3, 10, 50])
+def test_block_lists_hold_the_largest_bounds(d):
+    """The list pass's parallel block: the distances are NumPy's, and per row the lists hold
+    the largest ``BLb - D/2`` and ``BUb - D/2`` (descending) with their positions."""
+    import numba
+
+    from fastfc._kernels import _cpl as K
+
+    rng = np.random.default_rng(5000 + d)
+    n, k, nl = 40, 30, 23
+    X = rng.normal(size=(n, d))
+    C = rng.normal(size=(k, d))
+    Mw = rng.random((k, d))
+    BLb = rng.normal(size=k) - 1.0
+    BUb = BLb + rng.random(k)
+    BLb[4] = BUb[4] = -np.inf  # a dead candidate
+    ref = np.stack([np.sum(Mw[:nl] * (x - C[:nl]) ** 2, axis=1) for x in X])
+    CT, MwT = np.ascontiguousarray(C[:nl].T), np.ascontiguousarray(Mw[:nl].T)
+    i0, nb = 3, 31
+    DB = np.full((nb, nl), np.nan)
+    LOv, HIv = np.empty((nb, K._TOP_LO)), np.empty((nb, K._TOP_HI))
+    LOt, HIt = np.empty((nb, K._TOP_LO), dtype=np.int64), np.empty((nb, K._TOP_HI), dtype=np.int64)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        K._block_lists_t(X, i0, nb, CT, MwT, nl, BLb, BUb, np.empty((2, 8, nl)), DB, LOv, LOt, HIv, HIt)
+    finally:
+        numba.set_num_threads(prev)
+    np.testing.assert_array_equal(DB, ref[i0:i0 + nb])
+    for r in range(nb):
+        for B, V, T in ((BLb, LOv, LOt), (BUb, HIv, HIt)):
+            vals = B[:nl] - 0.5 * DB[r]
+            top = np.sort(vals[np.isfinite(vals)])[::-1][:V.shape[1]]
+            np.testing.assert_array_equal(V[r, :top.size], top)
+            np.testing.assert_array_equal(vals[T[r, :top.size]], top)
+            assert (T[r, top.size:] == -1).all() and (V[r, top.size:] == -np.inf).all()
 
 
 @pytest.mark.parametrize("semantics", ["robust", "reference"])
@@ -383,6 +425,88 @@ def test_cpl_is_bit_identical_on_two_threads(semantics, d):
     one = cpl(X, k, seeds=seeds, semantics=semantics, n_threads=1)
     two = cpl(X, k, seeds=seeds, semantics=semantics, n_threads=2)
     assert one.n_passes == two.n_passes > 1
+    np.testing.assert_array_equal(one.labels, two.labels)
+    np.testing.assert_array_equal(one.centers, two.centers)
+    assert one.objective == two.objective
+
+
+def _one_pass_state(X, k, seeds):
+    """The state of :func:`fastfc._cpl.cpl` before its first pass (robust semantics)."""
+    from fastfc._kernels._cpl import cpl_init_logw
+
+    n, d = X.shape
+    S = np.ascontiguousarray(X[seeds])
+    y = np.full(n, -1, dtype=np.int64)
+    y[seeds] = np.arange(k)
+    logw = np.empty(k)
+    cpl_init_logw(np.ones(k), logw)
+    return dict(S=S, C=S.copy(), cnt=np.ones(k, dtype=np.int64), Mw=np.full((k, d), 1.0 / d),
+                theta=np.ones(k), logw=logw, wins=np.ones(k), y=y, live=np.ones(k, dtype=np.uint8),
+                live_idx=np.arange(k, dtype=np.int64))
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_list_pass_equals_the_sequential_pass(case):
+    """The parallel list pass (robust semantics) leaves every array of the state exactly as the
+    sequential pass does: two passes from the same start, random clustered, tied (integer) and
+    duplicated rows, feature weights updated in between."""
+    import numba
+
+    from fastfc._kernels import _cpl as K
+
+    rng = np.random.default_rng(700 + case)
+    n = int(rng.integers(K._PAR_MIN_ROWS, 4000))
+    d = int(rng.integers(2, 40))
+    k = int(rng.integers(max(20, K._LIST_MIN_WORK // d + 1), 300))
+    X = _blobs(rng, n, d, int(rng.integers(2, 12)), spread=float(rng.uniform(0.5, 4)))
+    if case % 3 == 1:
+        X = np.round(X)  # many ties
+    elif case % 3 == 2:
+        X[n // 2:] = X[:n - n // 2]  # duplicated rows
+    seeds = rng.permutation(n)[:k]
+    states = []
+    for nt in (1, 2):
+        st = _one_pass_state(X, k, seeds)
+        n_live = k
+        wsum = float(k)
+        prev = numba.get_num_threads()
+        numba.set_num_threads(min(nt, numba.config.NUMBA_NUM_THREADS))
+        try:
+            for p in range(2):
+                args = (X, st["S"], st["C"], st["cnt"], st["Mw"], st["theta"], st["logw"], st["wins"], wsum,
+                        st["y"], st["live"], st["live_idx"], n_live)
+                if nt == 1:
+                    ch, n_live = K.cpl_pass(*args, np.ones(k, dtype=np.uint8), np.zeros(k, dtype=np.uint8),
+                                            0.05, 0, 1)
+                else:
+                    assert n_live * d >= K._LIST_MIN_WORK or p == 1
+                    ch, n_live = K._cpl_pass_lists(*args, 0.05, 2)
+                wsum += n
+                bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
+                K.cpl_feature_weights(X, st["y"], st["cnt"], st["C"], st["Mw"], st["live"], np.zeros(k, np.uint8),
+                                      st["theta"], 0, 1e-12, *bufs)
+                n_live = K.cpl_compact_live(st["live"], st["live_idx"], np.ones(k, dtype=np.uint8))
+        finally:
+            numba.set_num_threads(prev)
+        states.append(st)
+    for key in states[0]:
+        np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
+
+
+@pytest.mark.parametrize("case", range(4))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cpl_is_bit_identical_on_two_threads_random(case, dtype):
+    """Whole CPL runs on random shapes (float32 input is converted): one thread and two give
+    the same labels, centres, pass count and objective."""
+    rng = np.random.default_rng(60 + case)
+    n = int(rng.integers(1100, 5000))
+    d = int(rng.integers(2, 60))
+    X = _blobs(rng, n, d, int(rng.integers(2, 15)), spread=float(rng.uniform(1, 5))).astype(dtype)
+    k = int(rng.integers(50, 400))
+    seeds = rng.permutation(n)[:k]
+    one = cpl(X, k, seeds=seeds, n_threads=1)
+    two = cpl(X, k, seeds=seeds, n_threads=2)
+    assert one.n_passes == two.n_passes
     np.testing.assert_array_equal(one.labels, two.labels)
     np.testing.assert_array_equal(one.centers, two.centers)
     assert one.objective == two.objective
@@ -464,3 +588,23 @@ def test_objective_is_bit_identical_on_two_threads(case):
         numba.set_num_threads(prev)
     assert one == two
     assert one == pytest.approx(R.reference_objective(X, y, C, Mw), rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(1, 3), (7, 1), (1000, 13), (5000, 64)])
+def test_column_moments_and_shift_scale_match_numpy(shape, dtype):
+    """The standardisation kernels give NumPy's bits: ``X.mean(0)``, ``X.var(0)`` and
+    ``(X - mean) / scale`` (float32 rows are passed as float64, as ``standardize_rows`` does)."""
+    from fastfc._kernels._cpl import col_moments, shift_scale_rows
+
+    rng = np.random.default_rng(shape[0] + shape[1])
+    X = (rng.normal(size=shape) * 10 ** rng.uniform(-4, 4, size=shape[1]) + 50.0).astype(dtype)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    mean, var = np.empty(shape[1]), np.empty(shape[1])
+    col_moments(X, mean, var)
+    np.testing.assert_array_equal(mean, X.mean(axis=0))
+    np.testing.assert_array_equal(var, X.var(axis=0))
+    scale = rng.uniform(0.1, 3.0, size=shape[1])
+    Z = np.empty(shape)
+    shift_scale_rows(X, mean, scale, Z)
+    np.testing.assert_array_equal(Z, (X - mean) / scale)

@@ -229,3 +229,42 @@ def test_auto_candidate_cap_is_what_the_client_uses(n_rows, explicit):
     assert np.array_equal(auto.client_granular_labels_[0], fixed.client_granular_labels_[0])
     # the cap matters on this client, so the equality above is informative
     assert not np.array_equal(auto.client_granular_labels_[0], other.client_granular_labels_[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(70000, 4), (6000, 50), (30000, 9), (262144, 1), (140000, 2)])
+def test_standardize_rows_compiled_equals_numpy(shape, dtype):
+    """A large client's standardisation (compiled column moments and shift/scale) gives the
+    very bits of the plain NumPy formula."""
+    from fastfc._units import SPLIT_MIN_ELEMENTS, standardize_rows
+
+    rng = np.random.default_rng(shape[1])
+    X = rng.normal(size=shape) * 10 ** rng.uniform(-3, 3, size=shape[1]) + rng.normal(size=shape[1]) * 100
+    X[:, -1] = 7.5  # a constant feature keeps scale 1
+    if shape[1] > 2:
+        X[:, 1] = -0.0  # signed zeros: the sums start from the first row, as NumPy's
+    X = X.astype(dtype).astype(np.float64) if dtype == np.float32 else X
+    assert X.size >= SPLIT_MIN_ELEMENTS
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
+    scale = np.where(ok, 0.3 * np.where(ok, std, 1.0), 1.0)
+    ref = (X - mean) / scale
+    Z, m, s = standardize_rows(X.astype(dtype), 0.3)
+    assert Z.flags.c_contiguous
+    np.testing.assert_array_equal(m, mean)
+    np.testing.assert_array_equal(s, scale)
+    np.testing.assert_array_equal(Z, ref)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_large_one_client_same_fit_on_two_threads(cls):
+    """One client large enough for the split standardisation and the parallel list passes of
+    CPL: n_jobs=2 gives the labels, centres and hierarchy of n_jobs=1."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(scale=3.0, size=(6, 12))[rng.integers(6, size=24000)] + rng.normal(size=(24000, 12))
+    a = cls(n_clusters=6, random_state=1, n_jobs=1).fit(X)
+    b = cls(n_clusters=6, random_state=1, n_jobs=2).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    np.testing.assert_array_equal(a.client_granular_labels_[0], b.client_granular_labels_[0])
+    np.testing.assert_array_equal(a.level_sizes_, b.level_sizes_)

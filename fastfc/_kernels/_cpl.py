@@ -44,6 +44,8 @@ __all__ = [
     "kmodes_modes",
     "kmodes_weights",
     "kmodes_assign",
+    "col_moments",
+    "shift_scale_rows",
 ]
 
 
@@ -573,6 +575,84 @@ def _one_dist_t(X, i, CT, MwT, t):
     return s
 
 
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _one_dist_r(X, i, C, Mw, j):
+    """:func:`_one_dist_t` from the row-major ``C``, ``Mw`` (candidate ``j``'s rows, read
+    contiguously): the same operations in the same order, so the same bits."""
+    d = X.shape[1]
+    if d < 8:
+        s = 0.0
+        for z in range(d):
+            diff = X[i, z] - C[j, z]
+            s += Mw[j, z] * (diff * diff)
+        return s
+    m = d - d % 8
+    a0 = X[i, 0] - C[j, 0]
+    a1 = X[i, 1] - C[j, 1]
+    a2 = X[i, 2] - C[j, 2]
+    a3 = X[i, 3] - C[j, 3]
+    a4 = X[i, 4] - C[j, 4]
+    a5 = X[i, 5] - C[j, 5]
+    a6 = X[i, 6] - C[j, 6]
+    a7 = X[i, 7] - C[j, 7]
+    if m == 8:
+        s = (((Mw[j, 0] * (a0 * a0)) + (Mw[j, 1] * (a1 * a1)))
+             + ((Mw[j, 2] * (a2 * a2)) + (Mw[j, 3] * (a3 * a3)))) + (
+             ((Mw[j, 4] * (a4 * a4)) + (Mw[j, 5] * (a5 * a5)))
+             + ((Mw[j, 6] * (a6 * a6)) + (Mw[j, 7] * (a7 * a7))))
+    elif m == 16:
+        b0 = X[i, 8] - C[j, 8]
+        b1 = X[i, 9] - C[j, 9]
+        b2 = X[i, 10] - C[j, 10]
+        b3 = X[i, 11] - C[j, 11]
+        b4 = X[i, 12] - C[j, 12]
+        b5 = X[i, 13] - C[j, 13]
+        b6 = X[i, 14] - C[j, 14]
+        b7 = X[i, 15] - C[j, 15]
+        s0 = Mw[j, 0] * (a0 * a0) + Mw[j, 8] * (b0 * b0)
+        s1 = Mw[j, 1] * (a1 * a1) + Mw[j, 9] * (b1 * b1)
+        s2 = Mw[j, 2] * (a2 * a2) + Mw[j, 10] * (b2 * b2)
+        s3 = Mw[j, 3] * (a3 * a3) + Mw[j, 11] * (b3 * b3)
+        s4 = Mw[j, 4] * (a4 * a4) + Mw[j, 12] * (b4 * b4)
+        s5 = Mw[j, 5] * (a5 * a5) + Mw[j, 13] * (b5 * b5)
+        s6 = Mw[j, 6] * (a6 * a6) + Mw[j, 14] * (b6 * b6)
+        s7 = Mw[j, 7] * (a7 * a7) + Mw[j, 15] * (b7 * b7)
+        s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    else:
+        s0 = Mw[j, 0] * (a0 * a0)
+        s1 = Mw[j, 1] * (a1 * a1)
+        s2 = Mw[j, 2] * (a2 * a2)
+        s3 = Mw[j, 3] * (a3 * a3)
+        s4 = Mw[j, 4] * (a4 * a4)
+        s5 = Mw[j, 5] * (a5 * a5)
+        s6 = Mw[j, 6] * (a6 * a6)
+        s7 = Mw[j, 7] * (a7 * a7)
+        for z in range(8, m, 8):
+            a0 = X[i, z] - C[j, z]
+            s0 += Mw[j, z] * (a0 * a0)
+            a1 = X[i, z + 1] - C[j, z + 1]
+            s1 += Mw[j, z + 1] * (a1 * a1)
+            a2 = X[i, z + 2] - C[j, z + 2]
+            s2 += Mw[j, z + 2] * (a2 * a2)
+            a3 = X[i, z + 3] - C[j, z + 3]
+            s3 += Mw[j, z + 3] * (a3 * a3)
+            a4 = X[i, z + 4] - C[j, z + 4]
+            s4 += Mw[j, z + 4] * (a4 * a4)
+            a5 = X[i, z + 5] - C[j, z + 5]
+            s5 += Mw[j, z + 5] * (a5 * a5)
+            a6 = X[i, z + 6] - C[j, z + 6]
+            s6 += Mw[j, z + 6] * (a6 * a6)
+            a7 = X[i, z + 7] - C[j, z + 7]
+            s7 += Mw[j, z + 7] * (a7 * a7)
+        s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    for z in range(m, d):
+        diff = X[i, z] - C[j, z]
+        s += Mw[j, z] * (diff * diff)
+    return s
+
+
+
+
 @numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _block_dists_t(X, i0, nb, CT, MwT, n_live, acc, out):
     """``out[r, :n_live]`` = :func:`_live_dists_t` of row ``i0 + r`` for ``r < nb``, on Numba's threads.
@@ -672,6 +752,17 @@ def _moved_by(CT, CT0, MwT, t):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _moved_by_r(C, C0, Mw, j, t):
+    """Weighted length ``sqrt(sum_z Mw[j, z] (C[j, z] - C0[t, z])^2)`` of candidate ``j``'s move
+    from its block-start centroid ``C0[t]``."""
+    s = 0.0
+    for z in range(C.shape[1]):
+        e = C[j, z] - C0[t, z]
+        s += Mw[j, z] * (e * e)
+    return math.sqrt(s)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _build_tpos(k, live_idx, n_live, tpos):
     """``tpos[j]`` = position of candidate ``j`` in ``live_idx`` (``-1`` when not listed)."""
     for j in range(k):
@@ -705,6 +796,347 @@ def _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU):
         _set_bounds(live_idx[t], t, logw, wins, live, W, Wend, BL, BU)
 
 
+# --------------------------------------------------------------------------------------------
+# CPL: the parallel pass of robust semantics (block lists of the best bounds)
+# --------------------------------------------------------------------------------------------
+#: per row, the parallel block keeps the list positions of the largest score lower bounds
+#: (_TOP_LO) and upper bounds (_TOP_HI) against the block's start; the sequential walk reads
+#: them instead of scanning every candidate (and scans every candidate when they do not
+#: suffice)
+_TOP_LO = 4
+_TOP_HI = 8
+#: most rows of a block of the list pass, and the sequential work of a block (in units of one
+#: feature of one distance) against which the cost of a parallel region is balanced
+_LIST_BLOCK_MAX = 8192
+_LIST_BLOCK_MIN = 16
+_LIST_REGION_COST = 1 << 15
+#: the list pass runs when its listed candidates times features reach this
+_LIST_MIN_WORK = 400
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _top_insert(vals, pos, v, t):
+    """Insert value ``v`` at position ``t`` into the descending list ``vals``/``pos`` (its
+    length is kept; the smallest entry drops out). Only called when ``v > vals[-1]``."""
+    e = vals.shape[0] - 1
+    while e > 0 and v > vals[e - 1]:
+        vals[e] = vals[e - 1]
+        pos[e] = pos[e - 1]
+        e -= 1
+    vals[e] = v
+    pos[e] = t
+
+
+@numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _block_lists_t(X, i0, nb, CT, MwT, n_live, BLb, BUb, acc, DB, LOv, LOt, HIv, HIt):
+    """For rows ``i0 + r``, ``r < nb``, on Numba's threads: ``DB[r, :n_live]`` =
+    :func:`_live_dists_t` (bit-identical to the sequential distances), and the lists of the
+    ``_TOP_LO`` largest lower bounds ``BLb[t] - DB[r, t] / 2`` (``LOv``, positions ``LOt``)
+    and of the ``_TOP_HI`` largest upper bounds ``BUb[t] - DB[r, t] / 2`` (``HIv``, ``HIt``),
+    descending; unused entries hold ``-inf`` and position ``-1``. ``acc`` (P, 8, k): one
+    scratch per part; rows are cut into ``P`` contiguous parts. The lists only bound the
+    scores: their order among equal values does not matter."""
+    P = acc.shape[0]
+    KL = LOv.shape[1]
+    KH = HIv.shape[1]
+    for p in numba.prange(P):
+        lo = p * nb // P
+        hi = (p + 1) * nb // P
+        for r in range(lo, hi):
+            row = DB[r]
+            _live_dists_t(X, i0 + r, CT, MwT, n_live, acc[p], row)
+            lv = LOv[r]
+            lt = LOt[r]
+            hv = HIv[r]
+            ht = HIt[r]
+            for e in range(KL):
+                lv[e] = -np.inf
+                lt[e] = -1
+            for e in range(KH):
+                hv[e] = -np.inf
+                ht[e] = -1
+            for t in range(n_live):
+                h = 0.5 * row[t]
+                a = BLb[t] - h
+                if a > lv[KL - 1]:
+                    _top_insert(lv, lt, a, t)
+                b = BUb[t] - h
+                if b > hv[KH - 1]:
+                    _top_insert(hv, ht, b, t)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _push2(v, lo1, lo2):
+    """The two largest of ``lo1 >= lo2`` and ``v``."""
+    if v > lo2:
+        if v > lo1:
+            return v, lo1
+        return lo1, v
+    return lo1, lo2
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy", inline="always")
+def _below(h, lo2):
+    """Upper bound ``h`` is below the second-largest lower bound ``lo2`` by more than rounding
+    (relative margins far above it): that candidate is neither the winner nor the rival."""
+    return h < lo2 - 1e-9 * (abs(h) + abs(lo2)) - 1e-12
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live,
+                    eta, n_threads):
+    """:func:`cpl_pass` in robust semantics on ``n_threads`` threads (``d <= 128``).
+
+    Rows are taken in blocks. At a block's start the distances of its rows to every listed
+    candidate are computed on Numba's threads against the centroids of that moment, with, per
+    row, the lists of the largest score lower and upper bounds (:func:`_block_lists_t`; the
+    bounds of the offsets ``log(1 - wins_j / W') + log w_j`` hold over the whole block,
+    ``W <= W' <= W + rows``, for every candidate that stays *untouched*). The sequential walk
+    then keeps the candidates *touched* since the block's start (won, penalised, moved or
+    emptied: at most two or three a row), with bounds of their own (a moved centroid's
+    distance bounded from its block-start distance by the triangle inequality); per row it
+    takes the second-largest lower bound ``lo2`` from the untouched head of the list and the
+    touched candidates, and computes exact scores (as :func:`cpl_pass` does) only for the
+    candidates whose upper bound reaches ``lo2``: the untouched ones from the head of the
+    upper-bound list, the touched ones directly (a moved centroid's exact distance by
+    :func:`_one_dist_r`). The lower-bound list only tightens ``lo2`` (the second largest of any
+    candidates' lower bounds is sound: two scores reach it); when the upper-bound list does not
+    reach far enough (its last entry still reaches ``lo2``), every candidate is scanned. Every bound is
+    sound (relative margins absorb rounding), so the winner, the rival and every value used
+    are those of the sequential pass, bit for bit, whatever the thread count and block
+    lengths: the sequential work per row is about the touched candidates, not all ``k``.
+    """
+    n, d = X.shape
+    k = cnt.shape[0]
+    W = wins_sum
+    changed = False
+    CT = np.empty((d, k))
+    MwT = np.empty((d, k))
+    tpos = np.empty(k, dtype=np.int64)
+    _build_live_t(C, Mw, live_idx, n_live, CT, MwT, tpos)
+    blk_max = max(_LIST_BLOCK_MIN, min(n, _LIST_BLOCK_MAX, _BLOCK_BUDGET // max(1, n_live)))
+    blk = min(blk_max, 64)
+    DB = np.empty((blk_max, max(1, n_live)))
+    LOv = np.empty((blk_max, _TOP_LO))
+    LOt = np.empty((blk_max, _TOP_LO), dtype=np.int64)
+    HIv = np.empty((blk_max, _TOP_HI))
+    HIt = np.empty((blk_max, _TOP_HI), dtype=np.int64)
+    accp = np.empty((n_threads, 8, k))
+    BLb = np.empty(k)
+    BUb = np.empty(k)
+    # touched list positions (tlist, flag touched), their bounds (BLc, BUc) and, for those
+    # whose centroid moved (flag moved), their block-start centroid (C0) and the length of the move
+    touched = np.zeros(k, dtype=np.uint8)
+    moved = np.zeros(k, dtype=np.uint8)
+    tlist = np.empty(k, dtype=np.int64)
+    n_t = 0
+    BLc = np.empty(k)
+    BUc = np.empty(k)
+    C0 = np.empty((k, d))
+    shift = np.zeros(k)
+    dlow = np.empty(k)
+    work = 0
+    work_half = 0
+    blk_start = 0
+    blk_end = 0
+    Wend = W
+    for i in range(n):
+        if i >= blk_end:
+            if i > 0:
+                # the sequential work that staleness adds (second half of the block against
+                # the first: the touched candidates pile up) against the cost of a region
+                grow = (work - work_half) - work_half
+                if 4 * grow < _LIST_REGION_COST:
+                    blk = min(2 * blk, blk_max)
+                elif grow > _LIST_REGION_COST:
+                    blk = max(blk // 2, _LIST_BLOCK_MIN)
+            work = 0
+            work_half = 0
+            for q in range(n_t):
+                t = tlist[q]
+                if moved[t] != 0:
+                    # the moved centroids' columns of the transposed copy, once per block
+                    j = live_idx[t]
+                    for z in range(d):
+                        CT[z, t] = C[j, z]
+                touched[t] = 0
+                moved[t] = 0
+            n_t = 0
+            nb = min(blk, n - i)
+            Wend = W + nb
+            _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BLb, BUb)
+            _block_lists_t(X, i, nb, CT, MwT, n_live, BLb, BUb, accp, DB, LOv, LOt, HIv, HIt)
+            blk_start = i
+            blk_end = i + nb
+        r = i - blk_start
+        if 2 * r == blk_end - blk_start:
+            work_half = work
+        dist = DB[r]
+        yi = y[i]
+        # Phase 1: two large lower bounds (the second of any subset of candidates' lower bounds
+        # is a sound threshold: at least two scores reach it). Untouched: the head of the
+        # row's list; the touched ones below, with their own bounds.
+        lo1 = -np.inf
+        lo2 = -np.inf
+        found = 0
+        for e in range(_TOP_LO):
+            t = LOt[r, e]
+            if t < 0:
+                break
+            if touched[t] != 0:
+                continue
+            lo1, lo2 = _push2(LOv[r, e], lo1, lo2)
+            found += 1
+            if found == 2:
+                break
+        # touched: own bounds (a moved centroid: triangle inequality from its block-start distance)
+        n_mv = 0
+        for q in range(n_t):
+            t = tlist[q]
+            if moved[t] != 0:
+                r0 = math.sqrt(dist[t])
+                sh = shift[t]
+                lw = r0 - sh - 1e-9 * (r0 + sh)
+                dlow[t] = lw * lw if lw > 0.0 else 0.0
+                up = (r0 + sh) * (1.0 + 1e-9)
+                lo1, lo2 = _push2(BLc[t] - 0.5 * (up * up), lo1, lo2)
+                n_mv += 1
+            else:
+                dlow[t] = dist[t]
+                lo1, lo2 = _push2(BLc[t] - 0.5 * dist[t], lo1, lo2)
+        work += 4 * n_t + 16 * n_mv
+        # Phase 2: exact scores of the candidates whose upper bound reaches lo2.
+        best = -np.inf
+        second = -np.inf
+        bi = -1
+        si = -1
+        scan = lo2 == -np.inf or (HIt[r, _TOP_HI - 1] >= 0 and not _below(HIv[r, _TOP_HI - 1], lo2))
+        if scan:
+            for t in range(n_live):
+                if touched[t] != 0 or _below(BUb[t] - 0.5 * dist[t], lo2):
+                    continue
+                j = live_idx[t]
+                if live[j] == 0:
+                    continue
+                sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * dist[t]
+                if sc > best or (sc == best and j < bi):
+                    second = best
+                    si = bi
+                    best = sc
+                    bi = j
+                elif sc > second or (sc == second and (si < 0 or j < si)):
+                    second = sc
+                    si = j
+        else:
+            for e in range(_TOP_HI):
+                t = HIt[r, e]
+                if t < 0 or _below(HIv[r, e], lo2):
+                    break
+                if touched[t] != 0:
+                    continue
+                j = live_idx[t]
+                if live[j] == 0:
+                    continue
+                sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * dist[t]
+                if sc > best or (sc == best and j < bi):
+                    second = best
+                    si = bi
+                    best = sc
+                    bi = j
+                elif sc > second or (sc == second and (si < 0 or j < si)):
+                    second = sc
+                    si = j
+        for q in range(n_t):
+            t = tlist[q]
+            if _below(BUc[t] - 0.5 * dlow[t], lo2):
+                continue
+            j = live_idx[t]
+            if live[j] == 0:
+                continue
+            if moved[t] != 0:
+                D = _one_dist_r(X, i, C, Mw, j)
+                work += d
+            else:
+                D = dist[t]
+            sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * D
+            if sc > best or (sc == best and j < bi):
+                second = best
+                si = bi
+                best = sc
+                bi = j
+            elif sc > second or (sc == second and (si < 0 or j < si)):
+                second = sc
+                si = j
+
+        v = bi
+        theta[v] += eta
+        logw[v] = log_sigmoid_weight(theta[v])
+        r_ = -1
+        if si >= 0:
+            r_ = si
+            theta[r_] -= eta * math.exp(second - best)
+            logw[r_] = log_sigmoid_weight(theta[r_])
+        wins[v] += 1.0
+        W += 1.0
+        # the winner's wins and both weights changed: touched, with bounds valid from this W
+        if r_ >= 0 and tpos[r_] >= 0:
+            t = tpos[r_]
+            if touched[t] == 0:
+                touched[t] = 1
+                tlist[n_t] = t
+                n_t += 1
+            _set_bounds(r_, t, logw, wins, live, W, Wend, BLc, BUc)
+        pv = tpos[v]
+        if pv >= 0:
+            if touched[pv] == 0:
+                touched[pv] = 1
+                tlist[n_t] = pv
+                n_t += 1
+            _set_bounds(v, pv, logw, wins, live, W, Wend, BLc, BUc)
+
+        if yi != v:
+            if pv >= 0 and moved[pv] == 0:
+                for z in range(d):
+                    C0[pv, z] = C[v, z]
+                moved[pv] = 1
+            cnt[v] += 1
+            cv = cnt[v]
+            for z in range(d):
+                S[v, z] += X[i, z]
+                C[v, z] = S[v, z] / cv
+            if pv >= 0:
+                shift[pv] = _moved_by_r(C, C0, Mw, v, pv)
+            if yi >= 0:
+                cnt[yi] -= 1
+                co = cnt[yi]
+                po = tpos[yi]
+                if po >= 0 and touched[po] == 0:
+                    touched[po] = 1
+                    tlist[n_t] = po
+                    n_t += 1
+                    _set_bounds(yi, po, logw, wins, live, W, Wend, BLc, BUc)
+                if co > 0:
+                    if po >= 0 and moved[po] == 0:
+                        for z in range(d):
+                            C0[po, z] = C[yi, z]
+                        moved[po] = 1
+                    for z in range(d):
+                        S[yi, z] -= X[i, z]
+                        C[yi, z] = S[yi, z] / co
+                    if po >= 0:
+                        shift[po] = _moved_by_r(C, C0, Mw, yi, po)
+                else:
+                    for z in range(d):
+                        S[yi, z] -= X[i, z]
+                    live[yi] = 0  # empty: dead at once
+                    if po >= 0:
+                        BLc[po] = -np.inf
+                        BUc[po] = -np.inf
+            y[i] = v
+            changed = True
+    return changed, n_live
+
+
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
              wnan, eta, reference, n_threads=1):
@@ -726,9 +1158,11 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     wnan : ndarray of shape (k,), uint8. IN (reference semantics; all zero otherwise).
     eta : float. Learning rate.
     reference : int. 1 = reference semantics, 0 = robust semantics.
-    n_threads : int, default 1. Above 1 (and ``d <= 128``), the distances of a block of rows to
-        the candidates are computed ahead on Numba's threads (:func:`_block_dists_t`; the
-        caller sets ``numba.set_num_threads``) against the centroids at the block's start;
+    n_threads : int, default 1. Above 1 (and ``d <= 128``), robust semantics run
+        :func:`_cpl_pass_lists` (when ``n_live * d >= _LIST_MIN_WORK``). Reference semantics:
+        the distances of a block of rows to the candidates are computed ahead on Numba's
+        threads (:func:`_block_dists_t`; the caller sets ``numba.set_num_threads``) against
+        the centroids at the block's start;
         while the block is processed in order, the distances to the candidates whose centroid
         moved since then are recomputed (:func:`_one_dist_t`). Every distance used is thus
         the one the sequential pass computes: results are bit-identical for any thread count.
@@ -757,6 +1191,10 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     most, with no division or logarithm per candidate; no ``n x k`` matrix, no sort.
     """
     n, d = X.shape
+    if (reference == 0 and n_threads > 1 and d <= 128 and n_live * d >= _LIST_MIN_WORK
+            and n >= _PAR_MIN_ROWS):
+        return _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
+                               n_live, eta, n_threads)
     W = wins_sum
     changed = False
     k = cnt.shape[0]
@@ -1020,46 +1458,61 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     altmax = b_feat[6]
     jlo = b_jext[0]
     jhi = b_jext[1]
-    for j in range(k):
-        if cnt[j] > 0:
-            for z in range(z0, z1):
-                b_sum[j, z] = 0.0
-                b_q[j, z] = 0.0
-                b_g[j, z] = 0.0
-                b_min[j, z] = np.inf
-                b_max[j, z] = -np.inf
-    for z in range(z0, z1):
-        T[z] = 0.0
-        Qall[z] = 0.0
+    # the sums run in buffers local to this column range and are copied out at the end:
+    # threads on neighbouring ranges would otherwise write the same cache lines every row
+    w = z1 - z0
+    l_sum = np.zeros((k, w))
+    l_q = np.zeros((k, w))
+    l_g = np.zeros((k, w))
+    l_mu = np.zeros((k, w))
+    l_min = np.full((k, w), np.inf)
+    l_max = np.full((k, w), -np.inf)
+    l_T = np.zeros(w)
+    l_Q = np.zeros(w)
+    l_mall = np.zeros(w)
     # pass A: sums, extremes, totals
     for i in range(n):
         j = y[i]
-        for z in range(z0, z1):
-            x = X[i, z]
-            b_sum[j, z] += x
-            T[z] += x
-            if x < b_min[j, z]:
-                b_min[j, z] = x
-            if x > b_max[j, z]:
-                b_max[j, z] = x
-    for z in range(z0, z1):
-        mu_all[z] = T[z] / n
+        for c in range(w):
+            x = X[i, z0 + c]
+            l_sum[j, c] += x
+            l_T[c] += x
+            if x < l_min[j, c]:
+                l_min[j, c] = x
+            if x > l_max[j, c]:
+                l_max[j, c] = x
+    for c in range(w):
+        l_mall[c] = l_T[c] / n
     for j in range(k):
         if cnt[j] > 0:
             m = cnt[j]
-            for z in range(z0, z1):
-                b_mu[j, z] = b_sum[j, z] / m
+            for c in range(w):
+                l_mu[j, c] = l_sum[j, c] / m
     # pass B: centred within sums of squares, Gaussian within scores, total spread
     for i in range(n):
         j = y[i]
-        for z in range(z0, z1):
-            x = X[i, z]
-            dv = x - b_mu[j, z]
-            b_q[j, z] += dv * dv
-            dc = x - C[j, z]
-            b_g[j, z] += math.exp(-0.5 * dc * dc)
-            da = x - mu_all[z]
-            Qall[z] += da * da
+        for c in range(w):
+            x = X[i, z0 + c]
+            dv = x - l_mu[j, c]
+            l_q[j, c] += dv * dv
+            dc = x - C[j, z0 + c]
+            l_g[j, c] += math.exp(-0.5 * dc * dc)
+            da = x - l_mall[c]
+            l_Q[c] += da * da
+    for j in range(k):
+        if cnt[j] > 0:
+            for c in range(w):
+                z = z0 + c
+                b_sum[j, z] = l_sum[j, c]
+                b_mu[j, z] = l_mu[j, c]
+                b_q[j, z] = l_q[j, c]
+                b_g[j, z] = l_g[j, c]
+                b_min[j, z] = l_min[j, c]
+                b_max[j, z] = l_max[j, c]
+    for c in range(w):
+        T[z0 + c] = l_T[c]
+        mu_all[z0 + c] = l_mall[c]
+        Qall[z0 + c] = l_Q[c]
     # complement extremes from the clusters' own extremes (O(k) per feature, no sort): the
     # complement of j holds the global minimum unless j is the first cluster holding it, whose
     # complement's minimum is the smallest minimum of the other non-empty clusters (NaN: none)
@@ -1489,3 +1942,57 @@ def kmodes_assign(Z, modes, u, labels):
             n_changed += 1
             labels[i] = bj
     return n_changed
+
+
+# --------------------------------------------------------------------------------------------
+# a client's standardisation (fastfc._units.standardize_rows), in NumPy's order
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _col_moments(X, z0, z1, mean, var):
+    """``mean[z]``, ``var[z]`` (population) of columns ``z0 .. z1-1`` of ``X`` (n >= 1 rows), as
+    ``X.mean(axis=0)`` and ``X.var(axis=0)`` compute them for a C-contiguous ``X``: every
+    column accumulated row by row from its first row, divided by ``n``; the variance from the
+    squared deviations to that mean. The sums run in a local buffer (no false sharing with a
+    thread writing the neighbouring columns)."""
+    n = X.shape[0]
+    w = z1 - z0
+    m = np.empty(w)
+    v = np.empty(w)
+    for c in range(w):
+        m[c] = X[0, z0 + c]
+    for i in range(1, n):
+        for c in range(w):
+            m[c] += X[i, z0 + c]
+    for c in range(w):
+        m[c] = m[c] / n
+        e = X[0, z0 + c] - m[c]
+        v[c] = e * e
+    for i in range(1, n):
+        for c in range(w):
+            e = X[i, z0 + c] - m[c]
+            v[c] += e * e
+    for c in range(w):
+        mean[z0 + c] = m[c]
+        var[z0 + c] = v[c] / n
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def col_moments(X, mean, var):
+    """:func:`_col_moments` of every column: ``X`` (n, d) float64 C-contiguous IN, n >= 1;
+    ``mean``, ``var`` (d,) float64 OUT (``X.mean(axis=0)``, ``X.var(axis=0)``, the same bits)."""
+    _col_moments(X, 0, X.shape[1], mean, var)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _shift_scale(X, mean, scale, Z, i0, i1):
+    """``Z[i, z] = (X[i, z] - mean[z]) / scale[z]`` for rows ``i0 <= i < i1`` (as NumPy)."""
+    d = X.shape[1]
+    for i in range(i0, i1):
+        for z in range(d):
+            Z[i, z] = (X[i, z] - mean[z]) / scale[z]
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def shift_scale_rows(X, mean, scale, Z):
+    """``Z[i, z] = (X[i, z] - mean[z]) / scale[z]`` (elementwise, as NumPy). ``Z`` (n, d) float64 OUT."""
+    _shift_scale(X, mean, scale, Z, 0, X.shape[0])
