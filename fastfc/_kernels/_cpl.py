@@ -1137,9 +1137,28 @@ def _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live
     return changed, n_live
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
              wnan, eta, reference, n_threads=1):
+    """One CPL pass (epoch): :func:`_cpl_pass_lists` or :func:`_cpl_pass_one` (same arguments).
+
+    Robust semantics on more than one thread with ``d <= 128``, at least ``_PAR_MIN_ROWS``
+    rows and ``n_live * d >= _LIST_MIN_WORK`` run the list pass; everything else runs
+    :func:`_cpl_pass_one`. The choice is made here, in Python, so that a first fit compiles
+    only the kernels it runs (the list pass and its parallel block kernel take most of a cold
+    start's compile time and small clients never use them). Both give the same bits.
+    """
+    n, d = X.shape
+    if (reference == 0 and n_threads > 1 and d <= 128 and n_live * d >= _LIST_MIN_WORK
+            and n >= _PAR_MIN_ROWS):
+        return _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
+                               n_live, eta, n_threads)
+    return _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live,
+                         inlist, wnan, eta, reference, n_threads)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
+                  wnan, eta, reference, n_threads=1):
     """One CPL pass (epoch) over the samples in stored row order, with online updates.
 
     Parameters
@@ -1159,7 +1178,8 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     eta : float. Learning rate.
     reference : int. 1 = reference semantics, 0 = robust semantics.
     n_threads : int, default 1. Above 1 (and ``d <= 128``), robust semantics run
-        :func:`_cpl_pass_lists` (when ``n_live * d >= _LIST_MIN_WORK``). Reference semantics:
+        :func:`_cpl_pass_lists` instead (chosen by :func:`cpl_pass`, when
+        ``n_live * d >= _LIST_MIN_WORK``). Here (reference semantics, or a smaller pass):
         the distances of a block of rows to the candidates are computed ahead on Numba's
         threads (:func:`_block_dists_t`; the caller sets ``numba.set_num_threads``) against
         the centroids at the block's start;
@@ -1191,10 +1211,6 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     most, with no division or logarithm per candidate; no ``n x k`` matrix, no sort.
     """
     n, d = X.shape
-    if (reference == 0 and n_threads > 1 and d <= 128 and n_live * d >= _LIST_MIN_WORK
-            and n >= _PAR_MIN_ROWS):
-        return _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
-                               n_live, eta, n_threads)
     W = wins_sum
     changed = False
     k = cnt.shape[0]
@@ -1558,11 +1574,30 @@ def _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b
                     p * d // P, (p + 1) * d // P)
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
                         b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0,
                         n_threads=1):
     """Recompute the feature weights ``Mw`` from the current partition in ``O(n d + k d)``.
+
+    The per-feature statistics come from :func:`_fw_columns_par` (``n_threads > 1`` and
+    ``d > 1``) or :func:`_fw_columns`, chosen here in Python so that a first fit compiles
+    only the kernel it runs; :func:`_fw_weights` then turns them into ``Mw``. Parameters and
+    notes: :func:`_fw_weights`.
+    """
+    d = X.shape[1]
+    if n_threads > 1 and d > 1:
+        _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
+                        min(n_threads, d))
+    else:
+        _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d)
+    _fw_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
+                b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _fw_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
+                b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0):
+    """The feature weights ``Mw`` from the statistics :func:`_fw_columns` left in the buffers.
 
     Parameters
     ----------
@@ -1586,10 +1621,10 @@ def cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
     b_jext : ndarray of shape (2, d), int64. Scratch.
     keep_singletons : int, default 0. Robust only: 1 = a candidate with one member stays
         live (its weights follow the formulas, with variance 0 inside); 0 = it dies, as above.
-    n_threads : int, default 1. Above 1, the per-feature statistics run on Numba's threads,
-        features split between them (:func:`_fw_columns_par`; the caller sets
-        ``numba.set_num_threads``); every statistic is still accumulated over the rows in
-        order, so the result is bit-identical for any thread count.
+    (:func:`cpl_feature_weights`'s ``n_threads``: above 1, the per-feature statistics run on
+    Numba's threads, features split between them (:func:`_fw_columns_par`; the caller sets
+    ``numba.set_num_threads``); every statistic is still accumulated over the rows in order,
+    so the result is bit-identical for any thread count.)
 
     Notes
     -----
@@ -1614,12 +1649,6 @@ def cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
     altmax = b_feat[6]
     jlo = b_jext[0]
     jhi = b_jext[1]
-
-    if n_threads > 1 and d > 1:
-        _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
-                        min(n_threads, d))
-    else:
-        _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d)
 
     keep = -1
     if reference == 0:
@@ -1789,7 +1818,6 @@ def _objective_rows_par(X, y, C, Mw, usable, act_idx, P, out):
         _objective_rows(X, y, C, Mw, usable, act_idx, p * n // P, (p + 1) * n // P, out)
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def cpl_objective(X, y, C, Mw, usable, act_idx, n_threads=1):
     """``J = sum_i s_(i, y_i) / sum_t s_(i, t)`` with ``s_(i, t) = exp(-D_(i, t) / 2)``.
 
@@ -1798,7 +1826,8 @@ def cpl_objective(X, y, C, Mw, usable, act_idx, n_threads=1):
     (log-sum-exp), so it never underflows; a sample whose own cluster is not usable adds 0.
     ``O(n k_a d)``. ``n_threads`` above 1: the per-row terms are computed on Numba's threads
     (rows cut into contiguous parts; the caller sets ``numba.set_num_threads``) and summed
-    afterwards in row order, so ``J`` is bit-identical for any thread count.
+    afterwards in row order, so ``J`` is bit-identical for any thread count. The serial or
+    parallel kernel is chosen here, in Python, so a first fit compiles only the one it runs.
     """
     n = X.shape[0]
     out = np.empty(n)
@@ -1806,9 +1835,15 @@ def cpl_objective(X, y, C, Mw, usable, act_idx, n_threads=1):
         _objective_rows_par(X, y, C, Mw, usable, act_idx, n_threads, out)
     else:
         _objective_rows(X, y, C, Mw, usable, act_idx, 0, n, out)
+    return _sum_in_order(out)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _sum_in_order(a):
+    """``a[0] + a[1] + ...`` from the left (one running float64 sum)."""
     J = 0.0
-    for i in range(n):
-        J += out[i]
+    for i in range(a.shape[0]):
+        J += a[i]
     return J
 
 
