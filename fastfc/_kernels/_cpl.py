@@ -1152,13 +1152,17 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
             and n >= _PAR_MIN_ROWS):
         return _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
                                n_live, eta, n_threads)
+    if d <= 128 and n_threads > 1 and n_live * d >= _PAR_MIN_WORK and n >= _PAR_MIN_ROWS:
+        return _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
+                             n_live, inlist, wnan, eta, reference, n_threads, True)
+    # no block-parallel distances: None prunes that branch, so its kernel is never compiled
     return _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live,
-                         inlist, wnan, eta, reference, n_threads)
+                         inlist, wnan, eta, reference, 1, None)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
-                  wnan, eta, reference, n_threads=1):
+                  wnan, eta, reference, n_threads=1, block_par=None):
     """One CPL pass (epoch) over the samples in stored row order, with online updates.
 
     Parameters
@@ -1177,6 +1181,10 @@ def _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_i
     wnan : ndarray of shape (k,), uint8. IN (reference semantics; all zero otherwise).
     eta : float. Learning rate.
     reference : int. 1 = reference semantics, 0 = robust semantics.
+    block_par : None or True, default None. ``None`` (a literal: Numba prunes the branch, so
+        the parallel block kernel is not even compiled) runs every distance here in order;
+        ``True`` allows the block-parallel distances below when ``n_threads`` and the sizes
+        call for them (:func:`cpl_pass` passes it exactly then).
     n_threads : int, default 1. Above 1 (and ``d <= 128``), robust semantics run
         :func:`_cpl_pass_lists` instead (chosen by :func:`cpl_pass`, when
         ``n_live * d >= _LIST_MIN_WORK``). Here (reference semantics, or a smaller pass):
@@ -1276,7 +1284,8 @@ def _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_i
                         blk = max(blk // 2, _BLOCK_MIN)
                 work = 0
                 nb = min(blk, n - i)
-                _block_dists_t(X, i, nb, CT, MwT, n_live, accp, DB)
+                if block_par is not None:  # a literal None (serial callers) prunes this call
+                    _block_dists_t(X, i, nb, CT, MwT, n_live, accp, DB)
                 blk_start = i
                 blk_end = i + nb
                 for q in range(n_dirty):
