@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large-clients", type=int, metavar="R",
                         help="cases of at most 10 clients only, each with at least R rows per client")
     args = parser.parse_args(argv)
+    if args.out:
+        import _provenance  # noqa: F401  (before the fits: the header's load at start is read on import)
 
     cases = list(sanity_grid(seeds=tuple(args.seeds)))
     if args.large_clients:
