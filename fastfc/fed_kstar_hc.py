@@ -1134,6 +1134,26 @@ def bic_sample_size(k0: int, n: float, *, leaf_exponent: float = BIC_EFF_LEAF_EX
     return float(k0) ** leaf_exponent * float(n) ** (1.0 - leaf_exponent)
 
 
+def _bic_inputs(counts, centers, m2, k_max):
+    """What the BIC rules read off the leaves: float copies, totals and the live features.
+
+    Returns ``(n_leaf, k0, n, k_max, C, M2, gvar, live, d)``: leaf counts (float64), the number
+    of leaves, the row total, ``k_max`` clipped to ``1 .. min(k0, n // 2)``, float64 copies of
+    the centres and second moments, the pooled per-feature variance, the features whose variance
+    is positive and their number.
+    """
+    n_leaf = np.asarray(counts, dtype=np.float64)
+    k0 = n_leaf.shape[0]
+    n = float(n_leaf.sum())
+    k_max = max(1, min(k0 if k_max is None else int(k_max), k0, int(n) // 2))
+    C = np.array(centers, dtype=np.float64)
+    M2 = np.array(m2, dtype=np.float64)
+    grand = (n_leaf[:, None] * C).sum(0) / n
+    gvar = (M2.sum(0) + (n_leaf[:, None] * (C - grand) ** 2).sum(0)) / n
+    live = gvar > 0
+    return n_leaf, k0, n, k_max, C, M2, gvar, live, int(live.sum())
+
+
 def select_k_bic(
     merges: np.ndarray, counts: np.ndarray, centers: np.ndarray, m2: np.ndarray, *, k_max: int | None = None,
     sample_size: float | None = None,
@@ -1180,16 +1200,7 @@ def select_k_bic(
     bic : ndarray of shape (k_max,)
         BIC(k) for k = 1..k_max (larger is better).
     """
-    n_leaf = np.asarray(counts, dtype=np.float64)
-    k0 = n_leaf.shape[0]
-    n = float(n_leaf.sum())
-    k_max = max(1, min(k0 if k_max is None else int(k_max), k0, int(n) // 2))
-    C = np.array(centers, dtype=np.float64)
-    M2 = np.array(m2, dtype=np.float64)
-    grand = (n_leaf[:, None] * C).sum(0) / n
-    gvar = (M2.sum(0) + (n_leaf[:, None] * (C - grand) ** 2).sum(0)) / n
-    live = gvar > 0
-    d = int(live.sum())
+    n_leaf, k0, n, k_max, C, M2, gvar, live, d = _bic_inputs(counts, centers, m2, k_max)
     bic = np.full(k_max, -np.inf)
     if d == 0:
         return 1, np.zeros(k_max)
@@ -1283,16 +1294,7 @@ def select_k_bic_corr(
     """
     if shrink < 0:
         raise ValueError(f"shrink must be >= 0, got {shrink!r}")
-    n_leaf = np.asarray(counts, dtype=np.float64)
-    k0 = n_leaf.shape[0]
-    n = float(n_leaf.sum())
-    k_max = max(1, min(k0 if k_max is None else int(k_max), k0, int(n) // 2))
-    C = np.array(centers, dtype=np.float64)
-    M2 = np.array(m2, dtype=np.float64)
-    grand = (n_leaf[:, None] * C).sum(0) / n
-    gvar = (M2.sum(0) + (n_leaf[:, None] * (C - grand) ** 2).sum(0)) / n
-    live = gvar > 0
-    d = int(live.sum())
+    n_leaf, k0, n, k_max, C, M2, gvar, live, d = _bic_inputs(counts, centers, m2, k_max)
     if d == 0:
         return 1, np.zeros(min(k_max, BIC_CORR_K_MAX))
     # the diagonal part: select_k_bic's plain BIC plus its penalty is its log-likelihood
