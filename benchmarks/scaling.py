@@ -156,6 +156,8 @@ def ratio_child(cfg: dict) -> dict:
     make().fit(Xw, client_ids=np.arange(4000) % min(c, 4))
     KMeans(10, n_init=1, random_state=0).fit(Xw)
     X, y = make_gaussian_mixture(n, d, 10, random_state=0)
+    if cfg.get("float32"):
+        X = X.astype(np.float32)
     parts = np.array_split(np.random.default_rng(0).permutation(n), c)
     X_clients = [X[p] for p in parts]
     y = np.concatenate([y[p] for p in parts])
@@ -216,7 +218,9 @@ def run_ratio(args) -> int:
           "ratio = seconds / KMeans seconds; CPU = the process's CPU seconds (all threads; KMeans runs on "
           "scikit-learn's default OpenMP threads) and their ratio, far less disturbed by other load than wall "
           "time; peak = resident-set high-water mark of the first fit minus the resident set before it, over "
-          "size(X) (what the fit adds).\n")
+          "size(X) (what the fit adds)"
+          + (f"; rows are float32 from n = {int(float(args.float32_from)):,} on (both fastfc and KMeans), "
+             "float64 below" if args.float32_from is not None else "; rows are float64") + ".\n")
     print("| method | rows | d | clients | seconds | KMeans s | ratio | CPU s | KMeans CPU s | CPU ratio | ARI "
           "| KMeans ARI | peak / size(X) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -224,7 +228,8 @@ def run_ratio(args) -> int:
     configs = [(n, d, cs[0]) for d in ds for n in ns] + [(ns[-1], d, c) for d in ds for c in cs[1:]]
     for method in args.methods.split(","):
         for n, d, c in configs:
-            cfg = dict(method=method, n=n, d=d, clients=c, repeats=args.repeats, n_jobs=args.n_jobs)
+            cfg = dict(method=method, n=n, d=d, clients=c, repeats=args.repeats, n_jobs=args.n_jobs,
+                       float32=args.float32_from is not None and n >= float(args.float32_from))
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--ratio-child", json.dumps(cfg)],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
@@ -264,6 +269,8 @@ def main(argv=None) -> int:
     ap.add_argument("--d", default="10", help="ratio: comma-separated feature counts")
     ap.add_argument("--clients", default="10,100", help="ratio: client counts (the first for the slope in n)")
     ap.add_argument("--n-jobs", type=int, default=1, help="ratio: threads per fit")
+    ap.add_argument("--float32-from", default=None, metavar="N",
+                    help="ratio: rows are float32 (fastfc and KMeans alike) for n >= N, float64 below")
     ap.add_argument("--ratio-child", help=argparse.SUPPRESS)
     if argv is None:
         argv = sys.argv[1:]
