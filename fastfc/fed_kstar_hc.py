@@ -93,6 +93,7 @@ __all__ = [
     "drop_small",
     "pooled_scale",
     "moment_tree",
+    "compress_leaves",
     "cut_tree",
     "select_k_ch",
     "select_k_bic",
@@ -1042,6 +1043,119 @@ def moment_tree(
     return merges, heights, gain
 
 
+def compress_leaves(
+    counts: np.ndarray, centers: np.ndarray, m2: np.ndarray, max_leaves: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Group k0 > ``max_leaves`` weighted subclusters into at most ``max_leaves`` compact groups.
+
+    The server's exact agglomeration costs O(k0^2 d); many small clients upload tens of
+    thousands of subclusters (k0 = 50 000 at 10^6 rows over 1000 clients: about a minute
+    of merging). They are first grouped by recursive variance splits of their centres:
+    starting from one group of all, the group with the largest weighted scatter of its
+    members' centres (its Ward cost of being one cluster) is cut in two at its weighted
+    mean along its feature of largest weighted variance, until there are ``max_leaves``
+    groups or no group has any scatter left. A group that holds centres of two separated
+    clusters has a large scatter along the axis that separates them, so it is cut before
+    any compact group. Deterministic, no random numbers, O(k0 d log max_leaves). The
+    groups' moments are combined exactly, so every cluster of the tree built over them
+    has the exact moments of its rows.
+
+    The grouping is written as merges over the original slots (each member ``q`` merged
+    into its group's smallest slot ``p``, in increasing ``q``, with its Ward cost as the
+    height), so the caller can prepend them to the tree's merges (whose slots are the
+    groups' smallest members) and keep one merge sequence over the k0 subclusters.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (k0,)
+    centers, m2 : ndarray of shape (k0, n_features)
+        Means and per-feature sums of squared deviations, in the metric's units.
+    max_leaves : int
+        At most this many groups (at least 1).
+
+    Returns
+    -------
+    reps : ndarray of shape (m,), int64
+        Smallest slot of every group, increasing (the groups' order).
+    g_counts : ndarray of shape (m,)
+    g_centers, g_m2 : ndarray of shape (m, n_features)
+        The groups' exact moments.
+    pre_merges : ndarray of shape (k0 - m, 2), int64
+        The grouping as merges (p, q), p < q, over the original slots.
+    pre_heights : ndarray of shape (k0 - m,)
+        Ward cost of each of those merges (the within-cluster sum of squares each adds).
+    """
+    import heapq
+
+    n = np.asarray(counts, dtype=np.float64)
+    Z = np.ascontiguousarray(centers, dtype=np.float64)
+    k0 = Z.shape[0]
+
+    def scatter(idx: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        w = n[idx]
+        P = Z[idx]
+        mu = (w @ P) / w.sum()
+        var = w @ (P - mu) ** 2
+        return float(var.sum()), mu, var
+
+    groups = [np.arange(k0)]
+    sse0, _, _ = scatter(groups[0])
+    heap = [(-sse0, 0)]
+    while len(groups) < max_leaves and heap:
+        neg, gid = heapq.heappop(heap)
+        if -neg <= 0.0:
+            break
+        idx = groups[gid]
+        _, mu, var = scatter(idx)
+        f = int(np.argmax(var))
+        left = Z[idx, f] <= mu[f]
+        a, b = idx[left], idx[~left]
+        if a.size == 0 or b.size == 0:  # rounding left nothing to cut: leave the group whole
+            continue
+        groups[gid] = a
+        groups.append(b)
+        for g_id, part in ((gid, a), (len(groups) - 1, b)):
+            if part.size > 1:
+                heapq.heappush(heap, (-scatter(part)[0], g_id))
+    labels = np.empty(k0, dtype=np.int64)
+    for g_id, idx in enumerate(groups):
+        labels[idx] = g_id
+    m = len(groups)
+    # groups in order of their smallest slot; empty groups vanish
+    reps = np.full(m, k0, dtype=np.int64)
+    np.minimum.at(reps, labels, np.arange(k0))
+    used = np.flatnonzero(reps < k0)
+    order = used[np.argsort(reps[used], kind="stable")]
+    remap = np.empty(m, dtype=np.int64)
+    remap[order] = np.arange(order.size)
+    g = remap[labels]
+    reps = reps[order]
+    mg = reps.size
+    # exact moments of the groups, and the grouping as sequential merges with their Ward costs
+    M2 = np.asarray(m2, dtype=np.float64)
+    g_counts = np.bincount(g, weights=n, minlength=mg)
+    g_centers = np.zeros((mg, Z.shape[1]))
+    np.add.at(g_centers, g, n[:, None] * Z)
+    g_centers /= g_counts[:, None]
+    g_m2 = np.zeros_like(g_centers)
+    np.add.at(g_m2, g, M2 + n[:, None] * (Z - g_centers[g]) ** 2)
+    members = np.flatnonzero(np.arange(k0) != reps[g])  # every slot but its group's smallest, increasing
+    pre_merges = np.column_stack([reps[g[members]], members]).astype(np.int64)
+    pre_heights = np.empty(members.size)
+    acc_n = np.zeros(mg)
+    acc_c = np.zeros_like(g_centers)
+    acc_n[:] = n[reps]
+    acc_c[:] = Z[reps]
+    for i, q in enumerate(members):
+        a = g[q]
+        na, nq = acc_n[a], n[q]
+        diff = Z[q] - acc_c[a]
+        pre_heights[i] = na * nq / (na + nq) * float(diff @ diff)
+        acc_c[a] += diff * (nq / (na + nq))
+        acc_n[a] = na + nq
+    return reps, g_counts, g_centers, g_m2, pre_merges, pre_heights
+
+
 def cut_tree(merges: np.ndarray, k0: int, n_clusters: int) -> np.ndarray:
     """Groups of the k0 leaves after the first ``k0 - n_clusters`` merges.
 
@@ -1050,9 +1164,17 @@ def cut_tree(merges: np.ndarray, k0: int, n_clusters: int) -> np.ndarray:
     labels : ndarray of shape (k0,), int64
         Numbered ``0..n_clusters-1`` in order of the smallest leaf id.
     """
-    owner = np.arange(k0)
+    parent = np.arange(k0)
+
+    def root(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
     for p, q in merges[: k0 - n_clusters]:
-        owner[owner == q] = p
+        parent[root(int(q))] = root(int(p))
+    owner = np.fromiter((root(a) for a in range(k0)), dtype=np.int64, count=k0)
     return np.unique(owner, return_inverse=True)[1].astype(np.int64)
 
 
@@ -1551,6 +1673,20 @@ class FedKStarHC(BaseFederatedClusterer):
     stats_source : {"uploaded", "substitute"}, default="uploaded"
         Initial r and s: as uploaded (from raw rows) or recomputed from the
         substitute rows.
+    max_tree_leaves : int or None, default=4096
+        ``mode="robust"``: when the clients upload more subclusters than
+        this, the server first groups them into at most this many compact
+        groups by recursive variance splits of their centres
+        (:func:`compress_leaves`; exact moments, deterministic) and builds the
+        merge tree over the groups. The exact tree costs O(k0^2 d): 10^6 rows over
+        1000 clients upload 50 000 subclusters, about a minute of merging
+        (``benchmarks/results/scaling_slope_clients.md``). Fewer subclusters
+        (every published split, the paper's data sets, up to 81 clients at
+        the default budget of 50) are merged exactly, as before. None: never
+        group. ``merges_`` then starts with the grouping (each subcluster
+        merged into its group's smallest slot, heights = the Ward costs)
+        followed by the tree over the groups; k is chosen or cut among at
+        most as many clusters as there are groups.
     random_state : int, RandomState instance or None, default=None
         Seeds every client's and the server's random stream.
         ``fit``/``fit_clients`` draw from it once per fit (a ``Generator`` is
@@ -1617,7 +1753,8 @@ class FedKStarHC(BaseFederatedClusterer):
 
     Server cost, ``mode="robust"``: merge O(k0^2 d) for the first row minima
     and O(k0 d) per merge plus a full row per invalidated cache (k0 is
-    about n / 4 on clients of under 200 rows); ``mode="paper"``: GCS
+    about n / 4 on clients of under 200 rows), with k0 capped at
+    ``max_tree_leaves`` (4096) by a grouping of O(k0 d log 4096) beyond it; ``mode="paper"``: GCS
     O(T N d), SNC O(N^2) for T plus O(N B^2) for the natural-neighbour
     pass, the same merge plus one pass over the merged substitute rows for
     the radius.
@@ -1661,6 +1798,7 @@ class FedKStarHC(BaseFederatedClusterer):
         "sim_norm": [StrOptions({"l2", "l1"})],
         "center_source": [StrOptions({"substitute", "uploaded"})],
         "stats_source": [StrOptions({"uploaded", "substitute"})],
+        "max_tree_leaves": [None, Interval(Integral, 2, None, closed="left")],
     }
     _summary_cls = FedKStarHCSummary
     _reply_cls = FedKStarHCReply
@@ -1694,6 +1832,7 @@ class FedKStarHC(BaseFederatedClusterer):
         sim_norm: str = "l2",
         center_source: str = "substitute",
         stats_source: str = "uploaded",
+        max_tree_leaves: int | None = 4096,
         refine_rounds: int = 0,
         refine_tol: float = 1e-4,
         refine_n_init: int = 1,
@@ -1726,6 +1865,7 @@ class FedKStarHC(BaseFederatedClusterer):
         self.sim_norm = sim_norm
         self.center_source = center_source
         self.stats_source = stats_source
+        self.max_tree_leaves = max_tree_leaves
         self.random_state = random_state
         self.refine_rounds = refine_rounds
         self.refine_tol = refine_tol
@@ -1840,17 +1980,16 @@ class FedKStarHC(BaseFederatedClusterer):
         else:
             unit = np.where(std > 0, std, 1.0)
             beta = 0.0 if self.beta is None else self.beta
-            merges, heights, gain = moment_tree(counts, means / unit, m2 / unit ** 2, linkage=self.linkage, beta=beta,
-                                          sim_norm=self.sim_norm, n_threads=n_threads)
+            merges, heights, gain, k_top = self._tree(counts, means / unit, m2 / unit ** 2, beta, n_threads)
             if self.n_clusters is None and self.k_select in ("bic", "bic_eff", "bic_corr"):
                 n_eff = None if self.k_select == "bic" else bic_sample_size(k0, float(n))
                 select = select_k_bic_corr if self.k_select == "bic_corr" else select_k_bic
-                k, scores = select(merges, counts, means / unit, m2 / unit ** 2, sample_size=n_eff)
+                k, scores = select(merges, counts, means / unit, m2 / unit ** 2, sample_size=n_eff, k_max=k_top)
                 scores = np.nan_to_num(scores, posinf=np.finfo(np.float64).max, neginf=-np.finfo(np.float64).max)
             elif self.n_clusters is None:
                 within = float((m2 / unit ** 2).sum())
                 total = float(((n - 1) * (std / unit) ** 2).sum())
-                k, scores = select_k_ch(gain, total, within, n)
+                k, scores = select_k_ch(gain, total, within, n, k_max=k_top)
                 scores = np.nan_to_num(scores, posinf=np.finfo(np.float64).max)
             else:
                 k = int(self.n_clusters)
@@ -1873,6 +2012,27 @@ class FedKStarHC(BaseFederatedClusterer):
             threshold_t=-1.0, d_s=-1.0, estimated=self.n_clusters is None, n_features=d,
             merges=merges, merge_heights=heights,
         )
+
+    def _tree(self, counts: np.ndarray, centers: np.ndarray, m2: np.ndarray, beta: float, n_threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The robust mode's merge tree over the k0 subclusters (moments in the metric's units).
+
+        With more than ``max_tree_leaves`` subclusters they are first grouped by
+        :func:`compress_leaves` and the tree is built over the groups; the returned merges
+        are the grouping's followed by the tree's, over the original slots. Returns
+        ``(merges, heights, sse_gain, k_top)``: ``k_top`` is the number of leaves of the
+        exact tree (k0, or the groups), the largest k a selection rule may cut at.
+        """
+        k0 = counts.shape[0]
+        cap = self.max_tree_leaves
+        if cap is None or k0 <= cap:
+            merges, heights, gain = moment_tree(counts, centers, m2, linkage=self.linkage, beta=beta,
+                                                sim_norm=self.sim_norm, n_threads=n_threads)
+            return merges, heights, gain, k0
+        reps, g_counts, g_centers, g_m2, pre, pre_h = compress_leaves(counts, centers, m2, cap)
+        merges, heights, gain = moment_tree(g_counts, g_centers, g_m2, linkage=self.linkage, beta=beta,
+                                            sim_norm=self.sim_norm, n_threads=n_threads)
+        return (np.concatenate([pre, reps[merges]]), np.concatenate([pre_h, heights]),
+                np.concatenate([pre_h, gain]), int(reps.size))
 
     def _merge_paper(self, summaries: list[FedKStarHCSummary], counts: np.ndarray, d: int, n_threads: int,
                      rng: np.random.Generator) -> FedKStarHCModel:
