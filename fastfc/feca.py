@@ -693,19 +693,21 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
     counts = np.empty((k, k, 3), dtype=np.int64)
     Xc = X if X.flags.c_contiguous and X.dtype in (np.float32, np.float64) else np.ascontiguousarray(X, np.float64)
     n = Xc.shape[0]
+    large = n >= _GEMM_WINDOW_MIN_ROWS and Xc.shape[1] >= _GEMM_WINDOW_MIN_FEATURES
+    count = _window_counts_by_products if large else pair_window_counts
     if n_threads >= 2 and n * k >= _SPLIT_MIN_ROW_PAIRS:
         # two row halves on two threads (the kernel releases the GIL); integer counts add exactly
         from ._units import _row_halves, _run_parts
 
         def run(sl):
             part = np.empty((k, k, 3), dtype=np.int64)
-            pair_window_counts(Xc[sl], lab[sl], C, length2, float(window), part)
+            count(Xc[sl], lab[sl], C, length2, float(window), part)
             return part
 
         halves = _run_parts(run, _row_halves(n), 2)
         np.add(halves[0], halves[1], out=counts)
     else:
-        pair_window_counts(Xc, lab, C, length2, float(window), counts)
+        count(Xc, lab, C, length2, float(window), counts)
     mid, end_i, end_j = counts[..., 0], counts[..., 1], counts[..., 2]
     pieces = (length2 == 0.0) | (mid >= np.maximum(2.0, dip * np.minimum(end_i, end_j)))
     pieces &= (sizes[:, None] > 0) & (sizes[None, :] > 0)
@@ -734,6 +736,40 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
 
 #: merge_pieces splits its window counts over two threads from this many row-cluster pairs (n * k)
 _SPLIT_MIN_ROW_PAIRS = 1 << 16
+
+#: merge_pieces of at least this many rows takes the window projections from one GEMM per row block
+#: (:func:`_window_counts_by_products`); a function of the shape only, above every published split's
+#: client (at most 2,747 rows) and sanity-grid client (at most 2,000), which keep the exact kernel
+_GEMM_WINDOW_MIN_ROWS = 8192
+#: ... and at least this many features (with fewer, the products save little over the exact loop)
+_GEMM_WINDOW_MIN_FEATURES = 8
+
+
+def _window_counts_by_products(X, labels, C, length2, window, counts):
+    """:func:`fastfc._kernels._pieces.pair_window_counts` of a large client through inner products.
+
+    Rows and centres are shifted by the centres' mean (so the products stay of the data's spread
+    whatever its offset), ``G = X_b @ C.T`` is one GEMM per block of about ``2**16`` values
+    (:func:`_row_blocks`), and :func:`fastfc._kernels._pieces.pair_window_counts_from_products`
+    counts the windows from ``G``: the same projections up to rounding, at GEMM speed (the exact
+    kernel's O(n k d) scalar loop was a fifth of a 10^6 x 50 fit over 10 clients; issue 15).
+    ``counts`` (k, k, 3) is overwritten.
+    """
+    from ._kernels._pieces import pair_window_counts_from_products
+
+    n, d = X.shape
+    origin = C.mean(axis=0)
+    Cs = np.ascontiguousarray(C - origin)
+    CsT = np.ascontiguousarray(Cs.T)
+    cc = Cs @ Cs.T
+    counts[...] = 0
+    rows = max(256, (1 << 16) // max(d, 1))
+    buf = np.empty((min(n, rows), d))
+    G = np.empty((min(n, rows), C.shape[0]))
+    for sl in _row_blocks(n, d):
+        b = np.subtract(X[sl], origin, out=buf[: sl.stop - sl.start], dtype=np.float64)
+        g = np.matmul(b, CsT, out=G[: sl.stop - sl.start])
+        pair_window_counts_from_products(g, labels[sl], cc, length2, float(window), counts)
 
 #: the window centres of merge_pieces: the middle of the segment and its two ends
 _WINDOW_AT = np.array([0.5, 0.0, 1.0])

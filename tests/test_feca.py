@@ -781,3 +781,63 @@ def test_feca_large_single_client_same_bits_any_n_jobs():
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
     assert adjusted_rand_score(truth, a.labels_) == 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_pair_window_counts_from_products_matches_numpy_and_the_exact_kernel(dtype, offset):
+    """The window counts of large clients (issue 15) from inner products, block by block: the same
+    counts as the NumPy reference and the exact kernel (random rows sit on no window edge), also
+    far from the origin (the rows and centres are shifted by the centres' mean first)."""
+    from fastfc._kernels._pieces import pair_window_counts, pair_window_counts_from_products
+    from fastfc.feca import _window_counts_by_products
+
+    rng = np.random.default_rng(11)
+    n, d, k = 9000, 9, 7
+    C = rng.normal(size=(k, d)) * 2 + offset
+    X = (C[rng.integers(0, k, n)] + rng.normal(size=(n, d))).astype(dtype)
+    labels = ((X.astype(np.float64)[:, None, :] - C[None]) ** 2).sum(2).argmin(1).astype(np.int64)
+    C[2] = C[1]  # a zero-length pair is skipped
+    diff = C[None, :, :] - C[:, None, :]
+    length2 = np.einsum("ijf,ijf->ij", diff, diff)
+    ref = _pair_window_counts_numpy(X, labels, C, length2, 0.1)
+    exact = np.empty((k, k, 3), dtype=np.int64)
+    pair_window_counts(X, labels, C, length2, 0.1, exact)
+    got = np.full((k, k, 3), 7, dtype=np.int64)  # overwritten
+    _window_counts_by_products(X, labels, C, length2, 0.1, got)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got, exact)
+    assert got[np.triu_indices(k, 1)].sum() > 0
+    # the kernel itself accumulates
+    X64 = X.astype(np.float64)
+    acc = np.zeros((k, k, 3), dtype=np.int64)
+    for sl in (slice(0, 4000), slice(4000, n)):
+        pair_window_counts_from_products(np.ascontiguousarray(X64[sl] @ C.T), labels[sl], C @ C.T, length2, 0.1,
+                                         acc)
+    if offset == 0.0:
+        np.testing.assert_array_equal(acc, ref)
+
+
+def test_merge_pieces_of_a_large_client_same_groups_as_the_exact_window_counts(monkeypatch):
+    """A client of at least _GEMM_WINDOW_MIN_ROWS rows (and 8 features) counts the windows through
+    products: the same groups as with the exact kernel, on one and two threads (two elongated
+    Gaussians cut into pieces, and a third cluster)."""
+    import fastfc.feca as F
+
+    rng = np.random.default_rng(3)
+    stretch = np.array([4.0] + [1.0] * 7)
+    shift = np.zeros(8)
+    shift[1] = 40.0
+    far = np.zeros(8)
+    far[0] = 30.0
+    X = np.vstack([rng.normal(size=(12000, 8)) * stretch, rng.normal(size=(12000, 8)) * stretch + shift,
+                   rng.normal(size=(6000, 8)) + far])
+    centers = np.vstack([-3 * np.eye(8)[0], 3 * np.eye(8)[0], shift - 3 * np.eye(8)[0], shift + 3 * np.eye(8)[0], far])
+    labels = ((X[:, None, :] - centers[None]) ** 2).sum(2).argmin(1).astype(np.int64)
+    assert X.shape[0] >= F._GEMM_WINDOW_MIN_ROWS and X.shape[1] >= F._GEMM_WINDOW_MIN_FEATURES
+    got = [F.merge_pieces(X, centers, labels, n_threads=t) for t in (1, 2)]
+    monkeypatch.setattr(F, "_GEMM_WINDOW_MIN_ROWS", 10 ** 9)
+    exact = F.merge_pieces(X, centers, labels)
+    np.testing.assert_array_equal(got[0], exact)
+    np.testing.assert_array_equal(got[1], exact)
+    assert 1 < exact.max() + 1 < centers.shape[0]  # something merged, not everything
