@@ -763,13 +763,13 @@ def _window_counts_by_products(X, labels, C, length2, window, counts):
     CsT = np.ascontiguousarray(Cs.T)
     cc = Cs @ Cs.T
     counts[...] = 0
-    rows = max(256, (1 << 16) // max(d, 1))
-    buf = np.empty((min(n, rows), d))
-    G = np.empty((min(n, rows), C.shape[0]))
+    buf = np.empty((min(n, _block_rows(d)), d))
+    G = np.empty((buf.shape[0], C.shape[0]))
     for sl in _row_blocks(n, d):
         b = np.subtract(X[sl], origin, out=buf[: sl.stop - sl.start], dtype=np.float64)
         g = np.matmul(b, CsT, out=G[: sl.stop - sl.start])
         pair_window_counts_from_products(g, labels[sl], cc, length2, float(window), counts)
+
 
 #: the window centres of merge_pieces: the middle of the segment and its two ends
 _WINDOW_AT = np.array([0.5, 0.0, 1.0])
@@ -839,9 +839,14 @@ def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return np.linalg.svd(R)[2]
 
 
-def _row_blocks(n: int, d: int):
-    """Fixed row blocks of about ``2**16`` values (a function of the shape only)."""
-    rows = max(256, (1 << 16) // max(d, 1))
+def _block_rows(d: int) -> int:
+    """Rows of a block of about ``2**16`` values (at least 256)."""
+    return max(256, (1 << 16) // max(d, 1))
+
+
+def _row_blocks(n: int, d: int) -> list[slice]:
+    """Fixed row blocks of :func:`_block_rows` rows (a function of the shape only)."""
+    rows = _block_rows(d)
     return [slice(s, min(s + rows, n)) for s in range(0, n, rows)]
 
 
@@ -849,7 +854,7 @@ def _scatter(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """``(P - mean).T @ (P - mean)`` in float64, block by block (:func:`_row_blocks`; no (n, d) temporary)."""
     n, d = P.shape
     S = np.zeros((d, d))
-    buf = np.empty((min(n, max(256, (1 << 16) // max(d, 1))), d))
+    buf = np.empty((min(n, _block_rows(d)), d))
     for sl in _row_blocks(n, d):
         b = np.subtract(P[sl], mean, out=buf[: sl.stop - sl.start], dtype=np.float64)
         S += b.T @ b
@@ -869,7 +874,7 @@ def _centred_projections(P: np.ndarray, mean: np.ndarray, vt: np.ndarray):
         return [Pc @ v for v in vt]
     V = np.ascontiguousarray(np.asarray(vt, dtype=np.float64).T)  # (d, n_axes)
     out = np.empty((n, V.shape[1]))
-    buf = np.empty((min(n, max(256, (1 << 16) // max(d, 1))), d))
+    buf = np.empty((min(n, _block_rows(d)), d))
     for sl in _row_blocks(n, d):
         b = np.subtract(P[sl], mean, out=buf[: sl.stop - sl.start], dtype=np.float64)
         np.matmul(b, V, out=out[sl])
