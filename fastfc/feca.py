@@ -1148,7 +1148,8 @@ class FeCA(BaseFederatedClusterer):
     client_n_uploaded_ : ndarray of shape (n_clients,), int64
         Centroids each client uploaded (after ClientUpdate).
     client_n_iter_ : ndarray of shape (n_clients,), int64
-        Lloyd iterations of each client's k-means (0 for a client with ``n <= k_c`` rows).
+        Lloyd iterations of each client's k-means (0 for a client with ``n <= k_c`` rows; for a
+        large client, see Notes, those of its run on all rows).
     n_iter_ : int
         Largest of ``client_n_iter_``.
     feature_weight_ : ndarray of shape (n_features,) or None
