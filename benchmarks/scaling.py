@@ -18,7 +18,7 @@ The data are the asv suites' (``benchmarks/bench_*.py``): an isotropic Gaussian 
 ``--methods`` side by side with pooled ``KMeans(n_init=1)`` on the same rows, one fresh process
 per configuration (``--n`` rows x ``--d`` features x ``--clients``, 10-cluster mixture, random
 equal split; the estimator's ``n_clusters`` = 10): seconds (median of ``--repeats`` whole fits
-after a warm-up fit), pooled KMeans seconds (median of as many fits) and their ratio, ARI of
+after warm-up fits on small and on two 10,000-row clients), pooled KMeans seconds (median of as many fits) and their ratio, ARI of
 both, peak memory of the first timed fit over size(X) (the resident-set high-water mark,
 reset before the fit, minus the resident set before it, over the data's bytes: what the fit
 adds, as in ``benchmarks/peak_memory.py``), and the log-log slopes of seconds in n (at the
@@ -155,6 +155,10 @@ def ratio_child(cfg: dict) -> dict:
     Xw, _ = make_gaussian_mixture(4000, d, 10, random_state=1)
     make().fit(Xw, client_ids=np.arange(4000) % min(c, 4))
     KMeans(10, n_init=1, random_state=0).fit(Xw)
+    # and two clients of 10,000 rows: the large-client paths' kernels are warm too (subsampled
+    # starts from 8192 rows, blocked passes), whatever the state of the Numba cache
+    Xw, _ = make_gaussian_mixture(20000, d, 10, random_state=2)
+    make().fit(Xw, client_ids=np.arange(20000) % 2)
     X, y = make_gaussian_mixture(n, d, 10, random_state=0)
     if cfg.get("float32"):
         X = X.astype(np.float32)

@@ -82,9 +82,12 @@ def _moments_of(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def feature_moments(X: np.ndarray, n_jobs=1) -> np.ndarray:
     """Per-feature count, mean and (population) variance of one client's rows.
 
-    A client of at least :data:`SPLIT_MIN_ELEMENTS` values (and 4 features) takes the
-    moments of two fixed column halves separately (on two threads when ``n_jobs >= 2``):
-    the split depends on the shape only, so the result is the same for any ``n_jobs``.
+    A client of at least :data:`SPLIT_MIN_ELEMENTS` values (and 4 features) takes them in one
+    compiled pass (:func:`fastfc._kernels._cpl.col_moments`: every column accumulated row by row, as NumPy
+    reduces a C-contiguous array along axis 0, hence the same bits as ``X.mean(axis=0)`` and
+    ``((X - mean) ** 2).mean(axis=0)``, tested) without the (n, d) temporary of the NumPy
+    formula: 7-10x faster at 10^5 x 10-50 (issue 15). Smaller clients use the NumPy formula.
+    The result does not depend on ``n_jobs``.
 
     Parameters
     ----------
@@ -101,10 +104,13 @@ def feature_moments(X: np.ndarray, n_jobs=1) -> np.ndarray:
     n, d = X.shape
     if not n:
         return np.vstack([np.zeros(d), np.zeros(d), np.zeros(d)])
-    if n * d >= SPLIT_MIN_ELEMENTS and d >= 4:
-        parts = _run_parts(lambda sl: _moments_of(X[:, sl]), [slice(0, d // 2), slice(d // 2, d)], n_jobs)
-        mean = np.concatenate([p[0] for p in parts])
-        var = np.concatenate([p[1] for p in parts])
+    if n * d >= SPLIT_MIN_ELEMENTS and d >= 4:  # (fewer columns: NumPy may sum a column pairwise)
+        from ._kernels._cpl import col_moments
+
+        X = np.ascontiguousarray(X)
+        mean = np.empty(d)
+        var = np.empty(d)
+        col_moments(X, mean, var)
     else:
         mean, var = _moments_of(X)
     return np.vstack([np.full(d, float(n)), mean, var])

@@ -262,7 +262,8 @@ def kmeanspp_seeds(X: np.ndarray, n_clusters: int, rng: np.random.Generator, n_t
 
 def local_kmeans(
     X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, init: str = "k-means++", n_init: int = 1,
-    max_iter: int = 300, tol: float = 1e-4, refill=None, n_threads: int = 1, _wait_before_seeding=None,
+    max_iter: int = 300, tol: float = 1e-4, refill=None, n_threads: int = 1, subsample: int | None = None,
+    var_mean: float | None = None, centred: bool = False, _wait_before_seeding=None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Plain k-means on one client: seeding, then scikit-learn's Lloyd on one thread.
 
@@ -291,6 +292,19 @@ def local_kmeans(
         instead of into a copy, and refilled before returning.
     n_threads : int, default=1
         Threads of the seeding kernel (the seeds do not depend on it).
+    subsample : int or None, default=None
+        When ``subsample < n_samples``: every start (seeding and Lloyd to convergence) runs on
+        a uniform subsample of that many rows (:func:`fastfc._local_kmeans.subsample_rows`,
+        drawn from ``rng`` before the starts), and only the start of lowest subsample inertia
+        runs Lloyd to convergence on all rows (see :func:`_subsample_kmeans`). ``None``: every
+        step on all rows. :class:`FeCA` passes :func:`fastfc._local_kmeans.subsample_size`.
+    var_mean : float or None, default=None
+        With ``subsample``: ``mean(var(X, axis=0))`` when the caller knows it (the tolerance
+        scale of the run on all rows); ``None``: computed from ``X``.
+    centred : bool, default=False
+        With ``subsample``: ``X`` is already centred (its column means are 0 up to rounding,
+        e.g. locally standardised rows), so the run on all rows reads it as it is instead of
+        centring a copy.
     _wait_before_seeding : concurrent.futures.Future or None, default=None
         Private: work on another thread of the budget, awaited before the first seeding
         (which then has all ``n_threads``); see :func:`feca_client`.
@@ -300,8 +314,13 @@ def local_kmeans(
     centers : ndarray of shape (n_clusters, n_features), float64
     labels : ndarray of shape (n_samples,), int32
     n_iter : int
-        Lloyd iterations of the kept start.
+        Lloyd iterations of the kept start (with ``subsample``: of the run on all rows).
     """
+    if subsample is not None and subsample < X.shape[0]:
+        if _wait_before_seeding is not None:
+            wait([_wait_before_seeding])
+        return _subsample_kmeans(X, n_clusters, rng, int(subsample), init=init, n_init=n_init, max_iter=max_iter,
+                                 tol=tol, n_threads=n_threads, var_mean=var_mean, centred=centred)
     with warnings.catch_warnings():
         # fewer distinct points than n_clusters: the duplicate centres end empty (dropped by the caller)
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -328,6 +347,64 @@ def local_kmeans(
         if refill is not None:
             del Xc
             refill(X)
+        centers = centers + X_mean
+        return np.ascontiguousarray(centers, dtype=np.float64), labels, int(n_iter)
+
+
+def _lloyd_run(Xc: np.ndarray, centers0: np.ndarray, *, max_iter: int, tol: float, tol_abs: float):
+    """One scikit-learn Lloyd run on one thread: (labels, inertia, centers, n_iter)."""
+    if _HAVE_SKLEARN_LLOYD:
+        sw = np.ones(Xc.shape[0], dtype=Xc.dtype)
+        return _kmeans_single_lloyd(Xc, sw, np.ascontiguousarray(centers0, dtype=Xc.dtype), max_iter=max_iter,
+                                    tol=tol_abs, n_threads=1)
+    return _lloyd_estimator(Xc, centers0, max_iter=max_iter, tol=tol)
+
+
+def _subsample_kmeans(X, n_clusters, rng, m, *, init, n_init, max_iter, tol, n_threads, var_mean=None,
+                      centred=False):
+    """:func:`local_kmeans` of a large client: the starts on a uniform subsample of ``m`` rows.
+
+    Each start seeds (greedy k-means++ or random rows) and runs Lloyd to convergence on the
+    subsample rows (centred by their own mean, tolerance ``tol`` times their mean variance);
+    the start of lowest subsample inertia (ties: the first) then runs Lloyd to convergence on
+    all rows, in scikit-learn's Lloyd on one thread as in :func:`local_kmeans` (on ``X`` as it
+    is when ``centred``, else on a centred copy). The subsample is drawn from ``rng`` before
+    the starts and depends on the shape and ``rng`` only; seeds and centres are the same bits
+    for any ``n_threads``.
+    """
+    from . import _local_kmeans as _lk
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        rows = _lk.subsample_rows(X.shape[0], m, rng)
+        Xs = np.ascontiguousarray(X[rows])
+        if Xs.dtype != np.float32:
+            Xs = Xs.astype(np.float64, copy=False)
+        Xs_mean = Xs.mean(axis=0)
+        Xs -= Xs_mean
+        tol_s = float(np.mean(np.var(Xs, axis=0))) * tol
+        best = None
+        for _ in range(n_init):
+            if init == "k-means++":
+                centers0 = Xs[kmeanspp_seeds(Xs, n_clusters, rng, n_threads)]
+            else:
+                centers0 = Xs[rng.choice(m, size=n_clusters, replace=False)]
+            run = _lloyd_run(Xs, centers0, max_iter=max_iter, tol=tol, tol_abs=tol_s)
+            if best is None or run[1] < best[1]:
+                best = run
+        start = best[2] + Xs_mean  # in X's frame
+        del Xs
+        if var_mean is None:
+            var_mean = _lk.mean_feature_variance(X, n_threads)
+        tol_abs = float(var_mean) * tol
+        Xw = X if X.dtype in (np.float32, np.float64) else X.astype(np.float64)
+        if centred:
+            X_mean = np.zeros(X.shape[1])
+            Xc = np.ascontiguousarray(Xw)
+        else:
+            X_mean = Xw.mean(axis=0)
+            Xc = Xw - X_mean
+        labels, _, centers, n_iter = _lloyd_run(Xc, start - X_mean, max_iter=max_iter, tol=tol, tol_abs=tol_abs)
         centers = centers + X_mean
         return np.ascontiguousarray(centers, dtype=np.float64), labels, int(n_iter)
 
@@ -397,6 +474,9 @@ def feca_client(
     merge: bool = False,
     refill=None,
     n_threads: int = 1,
+    subsample: int | None = None,
+    var_mean: float | None = None,
+    centred: bool = False,
 ) -> FeCAClientResult:
     """Client phase of FeCA: local k-means, ClientUpdate (Alg. 2), RadiusAssign (Alg. 4 / 3).
 
@@ -429,12 +509,15 @@ def feca_client(
         :func:`local_kmeans`): the local k-means centres it in place.
     n_threads : int, default=1
         The client's thread budget (results do not depend on it).
+    subsample, var_mean, centred : see :func:`local_kmeans` (the starts of a large client on a
+        uniform subsample; ``None``: every step on all rows).
 
     Returns
     -------
     result : FeCAClientResult
     """
     n, d = X.shape
+    sub = dict(subsample=subsample, var_mean=var_mean, centred=centred)
     degenerate = n <= n_local
     if degenerate:
         centers = np.array(X, dtype=np.float64)
@@ -448,7 +531,7 @@ def feca_client(
              and threading.current_thread() is threading.main_thread())
     if not ahead:
         centers, labels, n_iter = local_kmeans(X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
-                                               refill=refill, n_threads=n_threads)
+                                               refill=refill, n_threads=n_threads, **sub)
         res = feca_refine(X, centers, labels, refine=refine, radius=radius, spread=spread, merge=merge,
                           n_threads=effective_n_jobs(n_threads))
         return dataclasses.replace(res, n_iter=n_iter)
@@ -469,7 +552,7 @@ def feca_client(
             centers, labels, n_iter = local_kmeans(
                 X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                 n_threads=budget - 1 if beside_seeding else budget,
-                _wait_before_seeding=None if beside_seeding else whole)
+                _wait_before_seeding=None if beside_seeding else whole, **sub)
             wait([whole])  # the thread is free again: the whole budget for the rest
         res = feca_refine(X, centers, labels, refine=refine, radius=radius, spread=spread, merge=merge,
                           whole_gaussian=whole, n_threads=budget)
@@ -610,19 +693,21 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
     counts = np.empty((k, k, 3), dtype=np.int64)
     Xc = X if X.flags.c_contiguous and X.dtype in (np.float32, np.float64) else np.ascontiguousarray(X, np.float64)
     n = Xc.shape[0]
+    large = n >= _GEMM_WINDOW_MIN_ROWS and Xc.shape[1] >= _GEMM_WINDOW_MIN_FEATURES
+    count = _window_counts_by_products if large else pair_window_counts
     if n_threads >= 2 and n * k >= _SPLIT_MIN_ROW_PAIRS:
         # two row halves on two threads (the kernel releases the GIL); integer counts add exactly
         from ._units import _row_halves, _run_parts
 
         def run(sl):
             part = np.empty((k, k, 3), dtype=np.int64)
-            pair_window_counts(Xc[sl], lab[sl], C, length2, float(window), part)
+            count(Xc[sl], lab[sl], C, length2, float(window), part)
             return part
 
         halves = _run_parts(run, _row_halves(n), 2)
         np.add(halves[0], halves[1], out=counts)
     else:
-        pair_window_counts(Xc, lab, C, length2, float(window), counts)
+        count(Xc, lab, C, length2, float(window), counts)
     mid, end_i, end_j = counts[..., 0], counts[..., 1], counts[..., 2]
     pieces = (length2 == 0.0) | (mid >= np.maximum(2.0, dip * np.minimum(end_i, end_j)))
     pieces &= (sizes[:, None] > 0) & (sizes[None, :] > 0)
@@ -651,6 +736,40 @@ def merge_pieces(X: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, wind
 
 #: merge_pieces splits its window counts over two threads from this many row-cluster pairs (n * k)
 _SPLIT_MIN_ROW_PAIRS = 1 << 16
+
+#: merge_pieces of at least this many rows takes the window projections from one GEMM per row block
+#: (:func:`_window_counts_by_products`); a function of the shape only, above every published split's
+#: client (at most 2,747 rows) and sanity-grid client (at most 2,000), which keep the exact kernel
+_GEMM_WINDOW_MIN_ROWS = 8192
+#: ... and at least this many features (with fewer, the products save little over the exact loop)
+_GEMM_WINDOW_MIN_FEATURES = 8
+
+
+def _window_counts_by_products(X, labels, C, length2, window, counts):
+    """:func:`fastfc._kernels._pieces.pair_window_counts` of a large client through inner products.
+
+    Rows and centres are shifted by the centres' mean (so the products stay of the data's spread
+    whatever its offset), ``G = X_b @ C.T`` is one GEMM per block of about ``2**16`` values
+    (:func:`_row_blocks`), and :func:`fastfc._kernels._pieces.pair_window_counts_from_products`
+    counts the windows from ``G``: the same projections up to rounding, at GEMM speed (the exact
+    kernel's O(n k d) scalar loop was a fifth of a 10^6 x 50 fit over 10 clients; issue 15).
+    ``counts`` (k, k, 3) is overwritten.
+    """
+    from ._kernels._pieces import pair_window_counts_from_products
+
+    n, d = X.shape
+    origin = C.mean(axis=0)
+    Cs = np.ascontiguousarray(C - origin)
+    CsT = np.ascontiguousarray(Cs.T)
+    cc = Cs @ Cs.T
+    counts[...] = 0
+    buf = np.empty((min(n, _block_rows(d)), d))
+    G = np.empty((buf.shape[0], C.shape[0]))
+    for sl in _row_blocks(n, d):
+        b = np.subtract(X[sl], origin, out=buf[: sl.stop - sl.start], dtype=np.float64)
+        g = np.matmul(b, CsT, out=G[: sl.stop - sl.start])
+        pair_window_counts_from_products(g, labels[sl], cc, length2, float(window), counts)
+
 
 #: the window centres of merge_pieces: the middle of the segment and its two ends
 _WINDOW_AT = np.array([0.5, 0.0, 1.0])
@@ -704,8 +823,7 @@ def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
         # large pieces (issue 15): the eigenvectors of the d x d scatter matrix, one GEMM pass
         # (n d^2 multiply-adds at full BLAS speed) where the Householder QR took ten times as long
         # (d = 50, 10^5 rows); the same axes up to sign and rounding (the test is sign-blind)
-        C = np.subtract(P, mean, dtype=np.float64)
-        _, vecs = np.linalg.eigh(C.T @ C)
+        _, vecs = np.linalg.eigh(_scatter(P, mean))
         return np.ascontiguousarray(vecs[:, ::-1].T)
     import scipy.linalg
 
@@ -721,10 +839,46 @@ def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return np.linalg.svd(R)[2]
 
 
+def _block_rows(d: int) -> int:
+    """Rows of a block of about ``2**16`` values (at least 256)."""
+    return max(256, (1 << 16) // max(d, 1))
+
+
+def _row_blocks(n: int, d: int) -> list[slice]:
+    """Fixed row blocks of :func:`_block_rows` rows (a function of the shape only)."""
+    rows = _block_rows(d)
+    return [slice(s, min(s + rows, n)) for s in range(0, n, rows)]
+
+
+def _scatter(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """``(P - mean).T @ (P - mean)`` in float64, block by block (:func:`_row_blocks`; no (n, d) temporary)."""
+    n, d = P.shape
+    S = np.zeros((d, d))
+    buf = np.empty((min(n, _block_rows(d)), d))
+    for sl in _row_blocks(n, d):
+        b = np.subtract(P[sl], mean, out=buf[: sl.stop - sl.start], dtype=np.float64)
+        S += b.T @ b
+    return S
+
+
 def _centred_projections(P: np.ndarray, mean: np.ndarray, vt: np.ndarray):
-    """``(P - mean) @ v`` for every row ``v`` of ``vt`` (one centred copy, made once)."""
-    Pc = P - mean
-    return [Pc @ v for v in vt]
+    """``(P - mean) @ v`` for every row ``v`` of ``vt``.
+
+    Pieces of at least :data:`_GRAM_MIN_ELEMENTS` values centre and project block by block
+    (:func:`_row_blocks`; the same values up to rounding, no (n, d) temporary: issue 15); smaller
+    ones make one centred copy.
+    """
+    n, d = P.shape
+    if n * d < _GRAM_MIN_ELEMENTS:
+        Pc = P - mean
+        return [Pc @ v for v in vt]
+    V = np.ascontiguousarray(np.asarray(vt, dtype=np.float64).T)  # (d, n_axes)
+    out = np.empty((n, V.shape[1]))
+    buf = np.empty((min(n, _block_rows(d)), d))
+    for sl in _row_blocks(n, d):
+        b = np.subtract(P[sl], mean, out=buf[: sl.stop - sl.start], dtype=np.float64)
+        np.matmul(b, V, out=out[sl])
+    return [np.ascontiguousarray(out[:, a]) for a in range(V.shape[1])]
 
 
 def _ad_normal(x: np.ndarray) -> bool:
@@ -994,7 +1148,8 @@ class FeCA(BaseFederatedClusterer):
     client_n_uploaded_ : ndarray of shape (n_clients,), int64
         Centroids each client uploaded (after ClientUpdate).
     client_n_iter_ : ndarray of shape (n_clients,), int64
-        Lloyd iterations of each client's k-means (0 for a client with ``n <= k_c`` rows).
+        Lloyd iterations of each client's k-means (0 for a client with ``n <= k_c`` rows; for a
+        large client, see Notes, those of its run on all rows).
     n_iter_ : int
         Largest of ``client_n_iter_``.
     feature_weight_ : ndarray of shape (n_features,) or None
@@ -1022,7 +1177,22 @@ class FeCA(BaseFederatedClusterer):
     rows, which took about a third of a 10^6 x 50 fit over 10 clients (0.23 s per client);
     the same axes up to sign and rounding, and the test does not depend on the sign. Every
     published split's client (at most 53,388 values) and sanity-grid client is below the
-    threshold and keeps the QR path.
+    threshold and keeps the QR path. Since then the scatter matrix and the projections are
+    taken block by block (rows of about ``2**16`` values centred in a reused buffer) instead of
+    from two centred (n, d) copies: the same values to rounding, 3x cheaper at 10^5 x 50.
+
+    Large clients (issue 15): a client of at least ``max(8192, 2 m)`` rows, ``m = max(1024,
+    40 k_c)`` (:func:`fastfc._local_kmeans.subsample_size`, a function of the shape and ``k_c``
+    only, as for k-FED and Fed-k*-HC), runs its ``n_init`` k-means starts -- seeding and Lloyd
+    to convergence -- on a uniform subsample of ``m`` rows drawn from the client's stream, and
+    only the start of lowest subsample inertia runs Lloyd to convergence on all rows (in
+    federated units on the standardised rows as they are, with the tolerance scale from the
+    client's moments). Seeding 10^5 rows cost as much as pooled ``KMeans``' own seeding per row,
+    and with Lloyd converging in about two iterations on separated clusters it was the largest
+    step of a 10^6-row fit (a quarter of it); the start from a converged subsample solution
+    needs the same two iterations on all rows. A single start can still end in a local optimum
+    (a cluster split, two merged), as a start on all rows can. Every published split's client (at most 2,747 rows) and every sanity-grid client is below the
+    threshold and runs every step on all rows, as before.
 
     References
     ----------
@@ -1099,12 +1269,19 @@ class FeCA(BaseFederatedClusterer):
     # phases -----------------------------------------------------------------
     def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[FeCASummary, dict]:
         scaler, stats = _units.local_scaler(X, n_threads) if self.units is not None else (None, None)
+        from . import _local_kmeans as _lk
+
+        # large clients (issue 15): the k-means starts on a uniform subsample, then one Lloyd run on all rows
+        m = _lk.subsample_size(X.shape[0], self._k_local())
         res = feca_client(
             X if scaler is None else scaler.transform(X, n_jobs=n_threads), self._k_local(), rng,
             refine=self.refine, radius=self.radius, spread=self.spread, init=self.init, n_init=self.n_init,
             max_iter=self.max_iter, tol=self.tol, merge=self.merge_pieces,
             refill=None if scaler is None else (lambda Z: scaler.transform(X, out=Z, n_jobs=n_threads)),
-            n_threads=n_threads,
+            n_threads=n_threads, subsample=m,
+            # locally standardised rows: centred already, and their mean variance is known from the moments
+            var_mean=None if scaler is None else float(np.mean(stats[2] * scaler.weight ** 2)),
+            centred=scaler is not None,
         )
         if scaler is None or res.degenerate:  # a client with n <= k_c uploads its rows exactly
             centers = res.centers if scaler is None else np.asarray(X, dtype=np.float64)[res.kept]

@@ -612,18 +612,25 @@ def test_merge_pieces_same_groups_any_thread_count(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_feature_moments_split_matches_numpy_any_thread_count(dtype):
-    from fastfc._units import SPLIT_MIN_ELEMENTS, feature_moments
+@pytest.mark.parametrize("shape", [(30000, 11), (6000, 50), (100000, 4), (300000, 1)])
+def test_feature_moments_of_large_clients_have_numpy_bits_any_thread_count(dtype, shape):
+    """Large clients take their moments in one compiled pass (issue 15): the same bits as the
+    NumPy formula of small clients (``X.mean(0)``, ``((X - mean) ** 2).mean(0)``), so the
+    uploaded moments do not depend on which path ran, nor on ``n_jobs``."""
+    from fastfc._units import SPLIT_MIN_ELEMENTS, _moments_of, feature_moments
 
     rng = np.random.default_rng(5)
-    X = (rng.normal(size=(30000, 11)) * rng.uniform(0.1, 50, 11) + rng.normal(0, 100, 11)).astype(dtype)
+    n, d = shape
+    X = (rng.normal(size=shape) * rng.uniform(0.1, 50, d) + rng.normal(0, 100, d)).astype(dtype)
     assert X.size >= SPLIT_MIN_ELEMENTS
     one, two = feature_moments(X, n_jobs=1), feature_moments(X, n_jobs=2)
     np.testing.assert_array_equal(one, two)
     X64 = X.astype(np.float64)
-    np.testing.assert_array_equal(one[0], np.full(11, 30000.0))
-    np.testing.assert_allclose(one[1], X64.mean(axis=0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(one[2], X64.var(axis=0), rtol=1e-12)
+    mean, var = _moments_of(X64)
+    np.testing.assert_array_equal(one[0], np.full(d, float(n)))
+    np.testing.assert_array_equal(one[1], mean)
+    np.testing.assert_array_equal(one[2], var)
+    np.testing.assert_array_equal(one[2], X64.var(axis=0))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -704,3 +711,133 @@ def test_feca_client_two_threads_from_a_worker_thread_same_result():
     t.join()
     for f in ("centers", "radii", "kept", "counts", "cost"):
         np.testing.assert_array_equal(getattr(a, f), getattr(out[0], f), err_msg=f)
+
+
+# ------------------------------------------------ issue 15: large clients' k-means starts on a subsample
+def _large_blobs(n, d, k, seed):
+    rng = np.random.default_rng(seed)
+    means = rng.normal(scale=8.0, size=(k, d))
+    truth = rng.integers(k, size=n)
+    return means[truth] + rng.normal(size=(n, d)), truth
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+@pytest.mark.parametrize("centred", [False, True])
+def test_local_kmeans_subsample_equals_kmeans_on_the_subsample_then_on_all_rows(init, centred):
+    """A large client's local k-means (``subsample=m``): the subsample drawn first from the client's
+    stream, the seeds (greedy k-means++ or random rows) and Lloyd on it, then Lloyd on all rows from
+    those centres: the same labels as scikit-learn's ``KMeans`` doing those two steps, centres equal
+    to rounding, and a Lloyd fixed point on all rows."""
+    import fastfc._local_kmeans as lk
+    from sklearn.cluster import KMeans
+
+    from fastfc.feca import kmeanspp_seeds, local_kmeans
+
+    X, truth = _large_blobs(12000, 5, 6, seed=3)
+    if centred:
+        X = X - X.mean(axis=0)
+    m = lk.subsample_size(X.shape[0], 6)
+    assert m is not None and m < X.shape[0]
+    C, lab, n_iter = local_kmeans(X, 6, np.random.default_rng(2), init=init, subsample=m, centred=centred,
+                                  var_mean=float(np.mean(np.var(X, axis=0))) if centred else None)
+    rng = np.random.default_rng(2)
+    Xs = X[lk.subsample_rows(X.shape[0], m, rng)]
+    Xs_c = Xs - Xs.mean(axis=0)
+    seeds = (kmeanspp_seeds(Xs_c, 6, rng) if init == "k-means++" else rng.choice(m, size=6, replace=False))
+    sub = KMeans(6, init=Xs[seeds], n_init=1, tol=1e-4).fit(Xs)
+    full = KMeans(6, init=sub.cluster_centers_, n_init=1, tol=1e-4).fit(X)
+    np.testing.assert_array_equal(lab, full.labels_)
+    np.testing.assert_allclose(C, full.cluster_centers_, rtol=1e-9, atol=1e-9)
+    assert 1 <= n_iter <= full.n_iter_ + 1
+    means_now = np.array([X[lab == j].mean(0) for j in range(6)])
+    assert ((means_now - C) ** 2).sum() <= 1e-4 * np.mean(np.var(X, axis=0))
+    if init == "k-means++":  # random rows can start two centres in one blob (a local optimum)
+        assert adjusted_rand_score(truth, lab) == 1.0
+
+
+def test_feca_runs_the_subsample_starts_on_large_clients_only(monkeypatch):
+    """FeCA passes ``subsample_size`` to every client: clients of at least SUBSAMPLE_MIN_ROWS rows
+    (above every published split's and sanity-grid client) run their starts on a subsample, smaller
+    ones every step on all rows (the published results unchanged); both find the blobs."""
+    import fastfc._local_kmeans as lk
+    import fastfc.feca as F
+
+    calls = []
+    real = F._subsample_kmeans
+    monkeypatch.setattr(F, "_subsample_kmeans", lambda X, *a, **kw: calls.append(X.shape[0]) or real(X, *a, **kw))
+    X, truth = _large_blobs(lk.SUBSAMPLE_MIN_ROWS + 3000, 4, 5, seed=1)
+    big, small = X[: lk.SUBSAMPLE_MIN_ROWS + 1000], X[lk.SUBSAMPLE_MIN_ROWS + 1000:]
+    est = FeCA(n_clusters=5, random_state=0).fit_clients([big, small])
+    assert calls == [big.shape[0]]
+    assert adjusted_rand_score(truth, est.labels_) >= 0.99
+
+
+def test_feca_large_single_client_same_bits_any_n_jobs():
+    """One large client with n_jobs=2 takes the threaded path (normality test beside the k-means):
+    the same labels and centres as n_jobs=1 on the subsample path."""
+    X, truth = _large_blobs(20000, 6, 5, seed=7)
+    a = FeCA(n_clusters=5, random_state=3, n_jobs=1).fit(X)
+    b = FeCA(n_clusters=5, random_state=3, n_jobs=2).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert adjusted_rand_score(truth, a.labels_) == 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_pair_window_counts_from_products_matches_numpy_and_the_exact_kernel(dtype, offset):
+    """The window counts of large clients (issue 15) from inner products, block by block: the same
+    counts as the NumPy reference and the exact kernel (random rows sit on no window edge), also
+    far from the origin (the rows and centres are shifted by the centres' mean first)."""
+    from fastfc._kernels._pieces import pair_window_counts, pair_window_counts_from_products
+    from fastfc.feca import _window_counts_by_products
+
+    rng = np.random.default_rng(11)
+    n, d, k = 9000, 9, 7
+    C = rng.normal(size=(k, d)) * 2 + offset
+    X = (C[rng.integers(0, k, n)] + rng.normal(size=(n, d))).astype(dtype)
+    labels = ((X.astype(np.float64)[:, None, :] - C[None]) ** 2).sum(2).argmin(1).astype(np.int64)
+    C[2] = C[1]  # a zero-length pair is skipped
+    diff = C[None, :, :] - C[:, None, :]
+    length2 = np.einsum("ijf,ijf->ij", diff, diff)
+    ref = _pair_window_counts_numpy(X, labels, C, length2, 0.1)
+    exact = np.empty((k, k, 3), dtype=np.int64)
+    pair_window_counts(X, labels, C, length2, 0.1, exact)
+    got = np.full((k, k, 3), 7, dtype=np.int64)  # overwritten
+    _window_counts_by_products(X, labels, C, length2, 0.1, got)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got, exact)
+    assert got[np.triu_indices(k, 1)].sum() > 0
+    # the kernel itself accumulates
+    X64 = X.astype(np.float64)
+    acc = np.zeros((k, k, 3), dtype=np.int64)
+    for sl in (slice(0, 4000), slice(4000, n)):
+        pair_window_counts_from_products(np.ascontiguousarray(X64[sl] @ C.T), labels[sl], C @ C.T, length2, 0.1,
+                                         acc)
+    if offset == 0.0:
+        np.testing.assert_array_equal(acc, ref)
+
+
+def test_merge_pieces_of_a_large_client_same_groups_as_the_exact_window_counts(monkeypatch):
+    """A client of at least _GEMM_WINDOW_MIN_ROWS rows (and 8 features) counts the windows through
+    products: the same groups as with the exact kernel, on one and two threads (two elongated
+    Gaussians cut into pieces, and a third cluster)."""
+    import fastfc.feca as F
+
+    rng = np.random.default_rng(3)
+    stretch = np.array([4.0] + [1.0] * 7)
+    shift = np.zeros(8)
+    shift[1] = 40.0
+    far = np.zeros(8)
+    far[0] = 30.0
+    X = np.vstack([rng.normal(size=(12000, 8)) * stretch, rng.normal(size=(12000, 8)) * stretch + shift,
+                   rng.normal(size=(6000, 8)) + far])
+    centers = np.vstack([-3 * np.eye(8)[0], 3 * np.eye(8)[0], shift - 3 * np.eye(8)[0], shift + 3 * np.eye(8)[0], far])
+    labels = ((X[:, None, :] - centers[None]) ** 2).sum(2).argmin(1).astype(np.int64)
+    assert X.shape[0] >= F._GEMM_WINDOW_MIN_ROWS and X.shape[1] >= F._GEMM_WINDOW_MIN_FEATURES
+    got = [F.merge_pieces(X, centers, labels, n_threads=t) for t in (1, 2)]
+    monkeypatch.setattr(F, "_GEMM_WINDOW_MIN_ROWS", 10 ** 9)
+    exact = F.merge_pieces(X, centers, labels)
+    np.testing.assert_array_equal(got[0], exact)
+    np.testing.assert_array_equal(got[1], exact)
+    assert 1 < exact.max() + 1 < centers.shape[0]  # something merged, not everything

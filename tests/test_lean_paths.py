@@ -61,6 +61,26 @@ def test_right_singular_vectors_of_large_pieces_match_numpy_svd_up_to_sign(n, d,
     np.testing.assert_allclose(got * signs[:, None], ref, atol=1e-8)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,d", [(30000, 10), (6000, 50), (100000, 3)])
+def test_blocked_scatter_and_projections_of_large_pieces_match_one_centred_copy(n, d, dtype):
+    """Pieces of at least 2**18 values centre block by block (issue 15, no (n, d) temporary): the
+    scatter matrix and the projections equal the one-centred-copy NumPy formulas to rounding."""
+    from fastfc.feca import _GRAM_MIN_ELEMENTS, _centred_projections, _scatter
+
+    assert n * d >= _GRAM_MIN_ELEMENTS
+    rng = np.random.default_rng(n + d)
+    P = (rng.normal(size=(n, d)) * rng.uniform(0.1, 5.0, d) + rng.normal(size=d) * 10).astype(dtype)
+    mean = P.mean(axis=0)
+    C = np.subtract(P, mean, dtype=np.float64)
+    np.testing.assert_allclose(_scatter(P, mean), C.T @ C, rtol=1e-10)
+    vt = np.linalg.qr(rng.normal(size=(d, d)))[0][:2]
+    got = _centred_projections(P, mean, vt)
+    assert len(got) == 2
+    for g, v in zip(got, vt):
+        np.testing.assert_allclose(g, C @ v, rtol=1e-9, atol=1e-9 * np.abs(C @ v).max())
+
+
 def plain_subcluster_statistics(X, labels, rng, n_substitutes=None):
     """The all-rows-at-once version (before issue 15)."""
     Xf = np.asarray(X, dtype=np.float64)

@@ -294,7 +294,7 @@ def test_kstar_partition_subsample_equals_numpy_reference():
     np.testing.assert_array_equal(got[0], np.unique(ref, return_inverse=True)[1])
 
 
-@pytest.mark.parametrize("Est, kw", [(KFed, {}), (FedKStarHC, dict(micro="kmeans"))])
+@pytest.mark.parametrize("Est, kw", [(KFed, {}), (FedKStarHC, dict(micro="kmeans")), (FeCA, {})])
 def test_subsampled_clients_labels_same_for_n_jobs_1_and_2(Est, kw):
     """Two clients just above SUBSAMPLE_MIN_ROWS (below the threaded engine's 2**18 values): the
     subsample path, the same labels and centres for any n_jobs, and the blobs found."""

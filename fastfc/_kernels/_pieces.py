@@ -11,7 +11,7 @@ import numpy as np
 
 from fastfc._config import NUMBA_CACHE
 
-__all__ = ["pair_window_counts"]
+__all__ = ["pair_window_counts", "pair_window_counts_from_products"]
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
@@ -56,3 +56,42 @@ def pair_window_counts(X, labels, centers, length2, window, counts):
                 counts[i, j, 1] += 1
             if abs(t - 1.0) <= window:
                 counts[i, j, 2] += 1
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def pair_window_counts_from_products(G, labels, cc, length2, window, counts):
+    """:func:`pair_window_counts` from inner products: the same windows, ``counts`` accumulated.
+
+    With ``G[r, m] = x_r . c_m`` and ``cc[i, j] = c_i . c_j`` (any common origin of rows and
+    centres), the projection of row ``r`` on the segment ``c_i -> c_j`` is
+    ``t = (G[r, j] - G[r, i] - cc[i, j] + cc[i, i]) / length2[i, j]`` (the same value as
+    :func:`pair_window_counts`' ``(x - c_i) . (c_j - c_i) / length2[i, j]`` up to rounding).
+
+    Parameters
+    ----------
+    G : ndarray of shape (n, k), float64
+    labels : ndarray of shape (n,), int64 in [0, k)
+    cc : ndarray of shape (k, k), float64
+    length2 : ndarray of shape (k, k), float64
+        ``|c_j - c_i|^2``; pairs with 0 are skipped.
+    window : float
+    counts : ndarray of shape (k, k, 3), int64
+        Added to (not overwritten): ``counts[i, j]`` for ``i < j`` gains the middle, ``c_i``-end
+        and ``c_j``-end counts of the pair over these rows.
+    """
+    n = G.shape[0]
+    k = G.shape[1]
+    for r in range(n):
+        lab = labels[r]
+        for m in range(k):
+            if m == lab:
+                continue
+            i = min(lab, m)
+            j = max(lab, m)
+            if length2[i, j] == 0.0:
+                continue
+            t = (G[r, j] - G[r, i] - cc[i, j] + cc[i, i]) / length2[i, j]
+            # branch-free (about half the rows fall in some window: the branches would mispredict)
+            counts[i, j, 0] += np.int64(abs(t - 0.5) <= window)
+            counts[i, j, 1] += np.int64(abs(t) <= window)
+            counts[i, j, 2] += np.int64(abs(t - 1.0) <= window)
