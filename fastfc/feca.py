@@ -228,7 +228,9 @@ def _lloyd_estimator(Xc: np.ndarray, centers0: np.ndarray, *, max_iter: int, tol
 
 try:  # scikit-learn's Lloyd without the estimator's per-call overhead (validation, dispatch)
     from sklearn.cluster._k_means_common import _is_same_clustering as _same_clustering
-    from sklearn.cluster._kmeans import _kmeans_single_lloyd
+    from sklearn.cluster._kmeans import _kmeans_single_lloyd  # noqa: F401  (its presence: the direct path)
+
+    from ._sklloyd import single_lloyd  # that routine's arithmetic, compiled: the same bits, less overhead
 
     _HAVE_SKLEARN_LLOYD = True
 except ImportError:  # private API moved: the estimator path (tested by forcing it)
@@ -269,7 +271,8 @@ def local_kmeans(
     Seeding is greedy k-means++ (:func:`kmeanspp_seeds`, the variant scikit-learn uses, in a
     Numba kernel: scikit-learn's own spends most of a small client's time in per-step Python
     overhead) or ``n_clusters`` distinct random rows. Lloyd is scikit-learn's
-    ``_kmeans_single_lloyd`` called directly, on the mean-centred data with
+    ``_kmeans_single_lloyd`` (computed by :func:`fastfc._sklloyd.single_lloyd`, the same
+    bits without its per-iteration overhead), on the mean-centred data with
     ``tol * mean(var(X))`` as ``KMeans`` does, so each start equals
     ``KMeans(init=<those seeds>, n_init=1, max_iter=max_iter, tol=tol).fit(X)`` (tested).
     With ``n_init > 1`` the start of lowest inertia is kept (a later one only if its
@@ -319,7 +322,7 @@ def local_kmeans(
             else:
                 centers0 = Xc[rng.choice(X.shape[0], size=n_clusters, replace=False)]
             if _HAVE_SKLEARN_LLOYD:
-                run = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
+                run = single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
             else:
                 run = _lloyd_estimator(Xc, centers0, max_iter=max_iter, tol=tol)
             if best is None or (run[1] < best[1] and not _same_clustering(run[0], best[0], n_clusters)):
