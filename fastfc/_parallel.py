@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from numbers import Integral
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -240,16 +240,6 @@ def _held_blas_limit(n: int):
             stack.pop()
 
 
-class _NoLimit:
-    """A context manager that does nothing (the enclosing limit of this thread already holds)."""
-
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def limit_blas_threads(n_threads: int):
     """Context manager limiting the BLAS thread pools only (OpenMP untouched).
 
@@ -261,7 +251,7 @@ def limit_blas_threads(n_threads: int):
     n = int(n_threads)
     stack = getattr(_blas_held, "stack", None)
     if stack and stack[-1] == n:
-        return _NoLimit()
+        return nullcontext()
     return _held_blas_limit(n)
 
 

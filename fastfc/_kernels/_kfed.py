@@ -20,50 +20,16 @@ import numba
 import numpy as np
 
 from fastfc._config import NUMBA_CACHE
+from fastfc._kernels._cpl import _pw_sum
 
-__all__ = ["d2_seed_steps", "proximity_sums", "row_sqdist_to"]
+__all__ = ["d2_seed_steps", "proximity_sums", "nearest_two_roots", "row_sqdist_to"]
 
 #: NumPy's pairwise-summation block (``PW_BLOCKSIZE`` of its add reduction)
 _PW_BLOCK = 128
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True)
-def _pairwise_block(buf, lo, n):
-    """NumPy's pairwise sum of ``buf[lo:lo + n]`` for ``n <= 128`` (one leaf of its recursion).
-
-    Below 8 terms: one running sum from 0; else eight interleaved partial sums combined as
-    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the remainder one by one.
-    """
-    if n < 8:
-        res = 0.0
-        for i in range(lo, lo + n):
-            res += buf[i]
-        return res
-    r0 = buf[lo]
-    r1 = buf[lo + 1]
-    r2 = buf[lo + 2]
-    r3 = buf[lo + 3]
-    r4 = buf[lo + 4]
-    r5 = buf[lo + 5]
-    r6 = buf[lo + 6]
-    r7 = buf[lo + 7]
-    m = n - n % 8
-    i = 8
-    while i < m:
-        r0 += buf[lo + i]
-        r1 += buf[lo + i + 1]
-        r2 += buf[lo + i + 2]
-        r3 += buf[lo + i + 3]
-        r4 += buf[lo + i + 4]
-        r5 += buf[lo + i + 5]
-        r6 += buf[lo + i + 6]
-        r7 += buf[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += buf[lo + i]
-        i += 1
-    return res
+# NumPy's pairwise-sum leaf over ``buf[lo:lo + n]`` (n <= 128): the CPL kernels' copy of it, the same algorithm
+_pairwise_block = _pw_sum
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
@@ -220,6 +186,44 @@ def d2_seed_steps(A, idx, uniforms, closest, col, cum, buf):
     return k
 
 
+@numba.njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def nearest_two_roots(D, i, k):
+    """Over the roots ``sqrt(D[i, :k])``: the first index of the smallest, the smallest, the second smallest.
+
+    The same as one pass over the roots keeping the first strict minimum and the runner-up (a
+    stable sort), with two square roots instead of ``k``: ``sqrt`` is monotone, so the roots
+    of the two smallest squared values (as a multiset) are the two smallest roots; only the
+    index needs care, as an earlier squared value just above the smallest can have the same
+    root (only values within a relative ``2**-40`` can: roots of values ``2**-50`` apart
+    relatively already differ), so those few are compared by their roots.
+
+    Returns
+    -------
+    near : int
+    best, second : float
+        ``inf`` when there are fewer values.
+    """
+    s1 = np.inf
+    s2 = np.inf
+    near = 0
+    for j in range(k):
+        v = D[i, j]
+        if v < s1:
+            s2 = s1
+            s1 = v
+            near = j
+        elif v < s2:
+            s2 = v
+    best = np.sqrt(s1)
+    second = np.sqrt(s2)
+    lim = s1 + s1 * 2.0 ** -40
+    for j in range(near):
+        v = D[i, j]
+        if v <= lim and np.sqrt(v) == best:
+            return j, best, second
+    return near, best, second
+
+
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
 def proximity_sums(A, seeds, counts, sums, buf, D):
     """Sizes and row sums of the 1/3-proximity sets of ``seeds`` (k-FED's Awasthi–Sheffet step).
@@ -254,17 +258,7 @@ def proximity_sums(A, seeds, counts, sums, buf, D):
             for i in range(s, e):
                 D[i - s, j] = _row_sqdist(A, i, seeds, j, buf)
         for i in range(s, e):
-            best = np.inf
-            second = np.inf
-            near = 0
-            for j in range(k):
-                dj = np.sqrt(D[i - s, j])
-                if dj < best:  # strict: the first of equal distances stays nearest (a stable sort)
-                    second = best
-                    best = dj
-                    near = j
-                elif dj < second:
-                    second = dj
+            near, best, second = nearest_two_roots(D, i - s, k)
             if k == 1 or 3.0 * best <= second:
                 counts[near] += 1
                 for c in range(r):

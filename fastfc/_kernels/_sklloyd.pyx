@@ -38,10 +38,15 @@ fused multiply-add would change the roundings.
 cimport cython
 from libc.math cimport sqrt
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 import numpy as np
+
+try:  # np.einsum's C routine itself (the Python wrapper only forwards to it): the same values, less per call
+    from numpy._core._multiarray_umath import c_einsum as _einsum
+except ImportError:  # pragma: no cover - other NumPy layouts
+    _einsum = np.einsum
 
 ctypedef fused floating:
     float
@@ -114,6 +119,13 @@ cdef extern from *:
     static inline void fastfc_add_row_s(float* __restrict c, const float* __restrict x, int d) {
         for (int f = 0; f < d; ++f) c[f] += x[f];
     }
+    /* D[i, :] = v for i < m (a plain loop: a libc memcpy call per row of a few values costs more) */
+    static inline void fastfc_fill_rows_d(double* __restrict D, const double* __restrict v, int m, int k) {
+        for (int i = 0; i < m; ++i) for (int j = 0; j < k; ++j) D[i * k + j] = v[j];
+    }
+    static inline void fastfc_fill_rows_s(float* __restrict D, const float* __restrict v, int m, int k) {
+        for (int i = 0; i < m; ++i) for (int j = 0; j < k; ++j) D[i * k + j] = v[j];
+    }
     static inline void fastfc_add_scaled_row_d(double* __restrict c, const double* __restrict x, double w, int d) {
         for (int f = 0; f < d; ++f) c[f] += x[f] * w;
     }
@@ -123,6 +135,8 @@ cdef extern from *:
     """
     void fastfc_add_row_d(double* c, const double* x, int d) noexcept nogil
     void fastfc_add_row_s(float* c, const float* x, int d) noexcept nogil
+    void fastfc_fill_rows_d(double* D, const double* v, int m, int k) noexcept nogil
+    void fastfc_fill_rows_s(float* D, const float* v, int m, int k) noexcept nogil
     void fastfc_add_scaled_row_d(double* c, const double* x, double w, int d) noexcept nogil
     void fastfc_add_scaled_row_s(float* c, const float* x, float w, int d) noexcept nogil
 
@@ -132,6 +146,13 @@ cdef inline void _add_row(floating* c, const floating* x, int d) noexcept nogil:
         fastfc_add_row_d(c, x, d)
     else:
         fastfc_add_row_s(c, x, d)
+
+
+cdef inline void _fill_rows(floating* D, const floating* v, int m, int k) noexcept nogil:
+    if floating is double:
+        fastfc_fill_rows_d(D, v, m, k)
+    else:
+        fastfc_fill_rows_s(D, v, m, k)
 
 
 cdef inline void _add_scaled_row(floating* c, const floating* x, floating w, int d) noexcept nogil:
@@ -214,8 +235,7 @@ cdef void _pass(const floating* X, const floating* w, int n, int d, const floati
     for c in range(n_chunks):
         start = c * chunk
         m = rem if (c == n_chunks - 1 and rem > 0) else chunk
-        for i in range(m):
-            memcpy(D + i * k, norms, k * sizeof(floating))
+        _fill_rows(D, norms, m, k)
         if floating is double:
             dgemm(&ta, &tb, &k, &m, &d, &alpha, <double*>C, &d, <double*>(X + start * d), &d, &beta, D, &k)
         else:
@@ -299,7 +319,7 @@ def lloyd_single(const floating[:, ::1] X, const floating[::1] sample_weight, ce
         raise MemoryError("Lloyd: could not allocate the distance buffer")
     try:
         for it in range(max_iter):
-            np.einsum("ij,ij->i", C_arr, C_arr, out=norms_arr)
+            _einsum("ij,ij->i", C_arr, C_arr, out=norms_arr)
             C = C_arr
             Cn = N_arr
             with nogil:
@@ -343,7 +363,7 @@ def lloyd_single(const floating[:, ::1] X, const floating[::1] sample_weight, ce
             labels_old[:] = labels
         C = C_arr
         if not strict:
-            np.einsum("ij,ij->i", C_arr, C_arr, out=norms_arr)
+            _einsum("ij,ij->i", C_arr, C_arr, out=norms_arr)
             with nogil:
                 _pass(&X[0, 0], &sample_weight[0], n, d, &C[0, 0], &norms[0], k, &labels[0], NULL, NULL, D, False)
         with nogil:
