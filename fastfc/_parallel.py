@@ -97,9 +97,13 @@ def server_rng(entropy: int, restart: int = 0, round: int = 0) -> np.random.Gene
     return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=key))
 
 
+#: the bound of :func:`sklearn_seed`'s draw (``np.iinfo`` costs microseconds a call)
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
 def sklearn_seed(rng: np.random.Generator) -> int:
     """An int seed for scikit-learn routines, drawn from ``rng``."""
-    return int(rng.integers(0, np.iinfo(np.int32).max))
+    return int(rng.integers(0, _INT32_MAX))
 
 
 def effective_n_jobs(n_jobs) -> int:

@@ -444,7 +444,7 @@ def _start_init(A_hat, V, n_local, rng) -> tuple[np.ndarray, int]:
     sums = np.zeros_like(seeds)
     if _kfed_kernels_apply(A_hat):
         _kfed_kernels().proximity_sums(A_hat, seeds, counts, sums, np.empty(max(8, A_hat.shape[1])),
-                                       np.empty((min(n, 256), n_local)))
+                                       np.empty((n_local, min(n, 256))))
     else:
         step = _block_rows(max(n_local, A_hat.shape[1]))
         for s in range(0, n, step):
@@ -463,17 +463,27 @@ def _start_init(A_hat, V, n_local, rng) -> tuple[np.ndarray, int]:
                 inside = np.ones(block.shape[0], dtype=bool)
             counts += np.bincount(nearest[inside], minlength=n_local)
             np.add.at(sums, nearest[inside], block[inside])
-    init_proj = seeds.copy()
-    filled = counts > 0
-    init_proj[filled] = sums[filled] / counts[filled, None]
+    if counts.all():  # the usual case: every set has rows (the same divisions, no masked copies)
+        init_proj = sums / counts[:, None]
+    else:
+        init_proj = seeds.copy()
+        filled = counts > 0
+        init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
     return init, sklearn_seed(rng)
 
 
-def _kfed_kernels():
-    from ._kernels import _kfed
+#: the Numba kernel module, imported on first use (importing it does not compile anything)
+_KFED_KERNELS = None
 
-    return _kfed
+
+def _kfed_kernels():
+    global _KFED_KERNELS
+    if _KFED_KERNELS is None:
+        from ._kernels import _kfed
+
+        _KFED_KERNELS = _kfed
+    return _KFED_KERNELS
 
 
 def _kfed_kernels_apply(A: np.ndarray) -> bool:

@@ -71,8 +71,8 @@ def test_nearest_two_roots_is_the_pass_over_the_roots():
     rows += [np.array([0.0, 0.0]), np.array([np.inf, 1.0]), np.array([np.inf, np.inf]), np.array([5e-324, 0.0])]
     shared_root = 0
     for row in rows:
-        D = np.ascontiguousarray(row[None, :], dtype=np.float64)
-        got = K.nearest_two_roots(D, 0, D.shape[1])
+        D = np.ascontiguousarray(row[:, None], dtype=np.float64)  # (k, 1): one row's squared distances
+        got = K.nearest_two_roots(D, 0, D.shape[0])
         ref = _roots_pass(row)
         assert got[0] == ref[0] and got[1] == ref[1] and got[2] == ref[2], row
         shared_root += ref[0] != int(np.argmin(row))

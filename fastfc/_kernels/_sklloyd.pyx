@@ -38,7 +38,7 @@ fused multiply-add would change the roundings.
 cimport cython
 from libc.math cimport sqrt
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 import numpy as np
@@ -293,8 +293,9 @@ def lloyd_single(const floating[:, ::1] X, const floating[::1] sample_weight, ce
     """
     cdef int n = X.shape[0]
     cdef int d = X.shape[1]
-    cdef object C_arr = centers_init
-    cdef object N_arr = np.zeros_like(centers_init)
+    cdef object C_arr = centers_init  # the current centres (Python reference, for einsum and relocation)
+    cdef object N_arr = np.zeros_like(centers_init)  # the next centres
+    cdef object T_arr
     cdef int k = C_arr.shape[0]
     cdef object labels_arr = np.full(n, -1, dtype=np.int32)
     cdef object weight_arr = np.zeros(k, dtype=C_arr.dtype)
@@ -304,8 +305,17 @@ def lloyd_single(const floating[:, ::1] X, const floating[::1] sample_weight, ce
     cdef floating[::1] weight = weight_arr
     cdef floating[::1] norms = norms_arr
     cdef floating[::1] shift2 = np.empty(k, dtype=C_arr.dtype)
-    cdef floating[:, ::1] C
-    cdef floating[:, ::1] Cn
+    # both centre buffers viewed once; the iterations swap raw pointers (and the Python references)
+    cdef floating[:, ::1] buf_a = C_arr
+    cdef floating[:, ::1] buf_b = N_arr
+    cdef floating* c_old = &buf_a[0, 0]
+    cdef floating* c_new = &buf_b[0, 0]
+    cdef floating* c_tmp
+    cdef const floating* x0 = &X[0, 0]
+    cdef const floating* w0 = &sample_weight[0]
+    cdef int* lab = &labels[0]
+    cdef int* lab_old = &labels_old[0]
+    cdef floating* wt = &weight[0]
     cdef floating* D
     cdef int it = 0
     cdef int i, j, f, heaviest
@@ -320,14 +330,11 @@ def lloyd_single(const floating[:, ::1] X, const floating[::1] sample_weight, ce
     try:
         for it in range(max_iter):
             _einsum("ij,ij->i", C_arr, C_arr, out=norms_arr)
-            C = C_arr
-            Cn = N_arr
             with nogil:
-                _pass(&X[0, 0], &sample_weight[0], n, d, &C[0, 0], &norms[0], k, &labels[0], &Cn[0, 0],
-                      &weight[0], D, True)
+                _pass(x0, w0, n, d, c_old, &norms[0], k, lab, c_new, wt, D, True)
                 empty = False
                 for j in range(k):
-                    if weight[j] == 0:
+                    if wt[j] == 0:
                         empty = True
             if empty:
                 relocate(np.asarray(X), np.asarray(sample_weight), C_arr, N_arr, weight_arr,
@@ -335,41 +342,45 @@ def lloyd_single(const floating[:, ::1] X, const floating[::1] sample_weight, ce
             with nogil:
                 heaviest = 0
                 for j in range(1, k):
-                    if weight[j] > weight[heaviest]:
+                    if wt[j] > wt[heaviest]:
                         heaviest = j
                 for j in range(k):
-                    if weight[j] > 0:
-                        alpha = 1.0 / weight[j]
+                    if wt[j] > 0:
+                        alpha = 1.0 / wt[j]
                         for f in range(d):
-                            Cn[j, f] *= alpha
+                            c_new[j * d + f] *= alpha
                     else:
                         for f in range(d):
-                            Cn[j, f] = Cn[heaviest, f]
+                            c_new[j * d + f] = c_new[heaviest * d + f]
                 for j in range(k):
-                    s = <floating>sqrt(_sqdist4(&Cn[j, 0], &C[j, 0], d))
+                    s = <floating>sqrt(_sqdist4(c_new + j * d, c_old + j * d, d))
                     shift2[j] = s * s
                 changed = False
                 for i in range(n):
-                    if labels[i] != labels_old[i]:
+                    if lab[i] != lab_old[i]:
                         changed = True
                         break
-            C_arr, N_arr = N_arr, C_arr
+                c_tmp = c_old
+                c_old = c_new
+                c_new = c_tmp
+            T_arr = C_arr
+            C_arr = N_arr
+            N_arr = T_arr
             if not changed:
                 strict = True
                 break
             total = <double>_pairwise_sum(&shift2[0], k)
             if total <= tol:
                 break
-            labels_old[:] = labels
-        C = C_arr
+            memcpy(lab_old, lab, n * sizeof(int))
         if not strict:
             _einsum("ij,ij->i", C_arr, C_arr, out=norms_arr)
             with nogil:
-                _pass(&X[0, 0], &sample_weight[0], n, d, &C[0, 0], &norms[0], k, &labels[0], NULL, NULL, D, False)
+                _pass(x0, w0, n, d, c_old, &norms[0], k, lab, NULL, NULL, D, False)
         with nogil:
             inertia = 0
             for i in range(n):
-                inertia = inertia + _sqdist4(&X[i, 0], &C[labels[i], 0], d) * sample_weight[i]
+                inertia = inertia + _sqdist4(x0 + i * d, c_old + lab[i] * d, d) * w0[i]
     finally:
         free(D)
     return labels_arr, float(inertia), C_arr, it + 1
