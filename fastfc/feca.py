@@ -693,6 +693,10 @@ def _looks_gaussian(P: np.ndarray, n_axes: int = 1) -> bool:
 _GRAM_MIN_ELEMENTS = 1 << 18
 
 
+#: (n, d, dtype char) -> (LAPACK geqrf, its optimal workspace): the workspace query costs a LAPACK call each time
+_GEQRF: dict = {}
+
+
 def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """``vt`` of ``np.linalg.svd(P - mean, full_matrices=False)`` with one (n, d) temporary.
 
@@ -710,12 +714,18 @@ def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
         C = np.subtract(P, mean, dtype=np.float64)
         _, vecs = np.linalg.eigh(C.T @ C)
         return np.ascontiguousarray(vecs[:, ::-1].T)
-    import scipy.linalg
-
     F = np.empty((n, d), dtype=np.result_type(P.dtype, mean.dtype), order="F")
     np.subtract(P, mean, out=F)
-    geqrf = scipy.linalg.get_lapack_funcs("geqrf", (F,))
-    lwork = int(geqrf(F, lwork=-1, overwrite_a=1)[2][0].real)  # the optimal (blocked) workspace, as scipy's qr
+    key = (n, d, F.dtype.char)
+    cached = _GEQRF.get(key)
+    if cached is None:  # the routine and its optimal (blocked) workspace, as scipy's qr asks: a function of the shape
+        import scipy.linalg
+
+        geqrf = scipy.linalg.get_lapack_funcs("geqrf", (F,))
+        cached = _GEQRF[key] = (geqrf, int(geqrf(F, lwork=-1, overwrite_a=1)[2][0].real))
+        if len(_GEQRF) > 4096:  # many shapes (a long-lived process): start over
+            _GEQRF.clear()
+    geqrf, lwork = cached
     qr, _, _, info = geqrf(F, lwork=max(lwork, 1), overwrite_a=1)  # F is overwritten: no copy
     if info != 0:  # pragma: no cover - LAPACK argument error
         return np.linalg.svd(P - mean, full_matrices=False)[2]

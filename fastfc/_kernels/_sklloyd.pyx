@@ -119,12 +119,27 @@ cdef extern from *:
     static inline void fastfc_add_row_s(float* __restrict c, const float* __restrict x, int d) {
         for (int f = 0; f < d; ++f) c[f] += x[f];
     }
-    /* D[i, :] = v for i < m (a plain loop: a libc memcpy call per row of a few values costs more) */
-    static inline void fastfc_fill_rows_d(double* __restrict D, const double* __restrict v, int m, int k) {
-        for (int i = 0; i < m; ++i) for (int j = 0; j < k; ++j) D[i * k + j] = v[j];
+    /* D[i, :] = v for i < m: the first row, then copies of the rows filled so far, doubling (a few
+       large memcpy calls instead of m small ones or m * k scalar stores) */
+    static inline void fastfc_fill_rows_d(double* D, const double* v, int m, int k) {
+        int done = 1, cnt;
+        if (m <= 0) return;
+        for (int j = 0; j < k; ++j) D[j] = v[j];
+        while (done < m) {
+            cnt = done < m - done ? done : m - done;
+            memcpy(D + (size_t)done * k, D, (size_t)cnt * k * sizeof(double));
+            done += cnt;
+        }
     }
-    static inline void fastfc_fill_rows_s(float* __restrict D, const float* __restrict v, int m, int k) {
-        for (int i = 0; i < m; ++i) for (int j = 0; j < k; ++j) D[i * k + j] = v[j];
+    static inline void fastfc_fill_rows_s(float* D, const float* v, int m, int k) {
+        int done = 1, cnt;
+        if (m <= 0) return;
+        for (int j = 0; j < k; ++j) D[j] = v[j];
+        while (done < m) {
+            cnt = done < m - done ? done : m - done;
+            memcpy(D + (size_t)done * k, D, (size_t)cnt * k * sizeof(float));
+            done += cnt;
+        }
     }
     static inline void fastfc_add_scaled_row_d(double* __restrict c, const double* __restrict x, double w, int d) {
         for (int f = 0; f < d; ++f) c[f] += x[f] * w;
@@ -213,6 +228,69 @@ cdef inline void _argmin4(const floating* r, int k, int* out) noexcept nogil:
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
+cdef inline void _argmin8(const floating* r, int k, int* out) noexcept nogil:
+    """:func:`_argmin1` of eight consecutive rows (interleaved)."""
+    cdef const floating* r1 = r + k
+    cdef const floating* r2 = r1 + k
+    cdef const floating* r3 = r2 + k
+    cdef const floating* r4 = r3 + k
+    cdef const floating* r5 = r4 + k
+    cdef const floating* r6 = r5 + k
+    cdef const floating* r7 = r6 + k
+    cdef floating b0 = r[0]
+    cdef floating b1 = r1[0]
+    cdef floating b2 = r2[0]
+    cdef floating b3 = r3[0]
+    cdef floating b4 = r4[0]
+    cdef floating b5 = r5[0]
+    cdef floating b6 = r6[0]
+    cdef floating b7 = r7[0]
+    cdef int l0 = 0
+    cdef int l1 = 0
+    cdef int l2 = 0
+    cdef int l3 = 0
+    cdef int l4 = 0
+    cdef int l5 = 0
+    cdef int l6 = 0
+    cdef int l7 = 0
+    cdef int j
+    for j in range(1, k):
+        if r[j] < b0:
+            b0 = r[j]
+            l0 = j
+        if r1[j] < b1:
+            b1 = r1[j]
+            l1 = j
+        if r2[j] < b2:
+            b2 = r2[j]
+            l2 = j
+        if r3[j] < b3:
+            b3 = r3[j]
+            l3 = j
+        if r4[j] < b4:
+            b4 = r4[j]
+            l4 = j
+        if r5[j] < b5:
+            b5 = r5[j]
+            l5 = j
+        if r6[j] < b6:
+            b6 = r6[j]
+            l6 = j
+        if r7[j] < b7:
+            b7 = r7[j]
+            l7 = j
+    out[0] = l0
+    out[1] = l1
+    out[2] = l2
+    out[3] = l3
+    out[4] = l4
+    out[5] = l5
+    out[6] = l6
+    out[7] = l7
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
 @cython.cdivision(True)
 cdef void _pass(const floating* X, const floating* w, int n, int d, const floating* C, const floating* norms,
                 int k, int* labels, floating* C_new, floating* weight, floating* D, bint update) noexcept nogil:
@@ -240,9 +318,12 @@ cdef void _pass(const floating* X, const floating* w, int n, int d, const floati
             dgemm(&ta, &tb, &k, &m, &d, &alpha, <double*>C, &d, <double*>(X + start * d), &d, &beta, D, &k)
         else:
             sgemm(&ta, &tb, &k, &m, &d, &alpha, <float*>C, &d, <float*>(X + start * d), &d, &beta, D, &k)
-        # each row's label: the first index of the strict minimum; four rows at a time, so that their
+        # each row's label: the first index of the strict minimum; eight (then four) rows at a time, so their
         # compare-and-select chains overlap (one row's chain is latency-bound), the same labels
         i = 0
+        while i + 8 <= m:
+            _argmin8(D + i * k, k, labels + start + i)
+            i += 8
         while i + 4 <= m:
             _argmin4(D + i * k, k, labels + start + i)
             i += 4
