@@ -747,7 +747,7 @@ def kmeanspp_direct(X: np.ndarray, n_clusters: int, random_state: np.random.Rand
     for c in range(1, n_clusters):
         rand_vals = random_state.uniform(size=n_local_trials) * current_pot
         candidate_ids = np.searchsorted(np.cumsum(sample_weight * closest_dist_sq), rand_vals)
-        np.clip(candidate_ids, None, closest_dist_sq.size - 1, out=candidate_ids)
+        np.minimum(candidate_ids, closest_dist_sq.size - 1, out=candidate_ids)  # np.clip(.., None, hi): the same
         distance_to_candidates = sqdist(X[candidate_ids])
         np.minimum(closest_dist_sq, distance_to_candidates, out=distance_to_candidates)
         candidates_pot = distance_to_candidates @ w_col
