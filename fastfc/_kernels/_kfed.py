@@ -115,14 +115,6 @@ def _row_sqdist(A, i, B, j, buf):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
-def _transpose_rows(A, s, e, At):
-    """``At[:, :e - s] = A[s:e].T`` (feature-major copy of a block of rows)."""
-    for i in range(s, e):
-        for c in range(A.shape[1]):
-            At[c, i - s] = A[i, c]
-
-
-@numba.njit(cache=NUMBA_CACHE, nogil=True, inline="always")
 def _sqdist_cols(At, m, b, out, S):
     """``out[i] = ((At[:, i] - b) ** 2).sum()`` for ``i < m``, with :func:`_row_sqdist`'s rounding.
 
@@ -211,8 +203,10 @@ def d2_seed_steps(A, idx, uniforms, closest, col, cum, buf):
     r = A.shape[1]
     cols = r <= _PW_BLOCK  # every row's distance at once from a feature-major copy (the same bits)
     if cols:
-        At = np.empty((r, n))
-        _transpose_rows(A, 0, n, At)
+        At = np.empty((r, n))  # feature-major copy of A
+        for i in range(n):
+            for c in range(r):
+                At[c, i] = A[i, c]
         S = np.empty((8 if r >= 8 else 0, n))
         _sqdist_cols(At, n, A[idx[0]], closest, S)
     else:
@@ -246,7 +240,7 @@ def d2_seed_steps(A, idx, uniforms, closest, col, cum, buf):
     return k
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
 def nearest_two_roots(D, i, k):
     """Over the roots ``sqrt(D[:k, i])``: the first index of the smallest, the smallest, the second smallest.
 
@@ -318,7 +312,9 @@ def proximity_sums(A, seeds, counts, sums, buf, D):
     for s in range(0, n, b):
         e = min(n, s + b)
         if cols:
-            _transpose_rows(A, s, e, At)
+            for i in range(s, e):  # feature-major copy of the block
+                for c in range(r):
+                    At[c, i - s] = A[i, c]
             for j in range(k):
                 _sqdist_cols(At, e - s, seeds[j], D[j], S)
         else:
