@@ -15,7 +15,11 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNELS = ["_assign", "_kstar", "_seed"]
+KERNELS = ["_assign", "_kstar", "_seed", "_sklloyd"]
+
+#: kernels whose roundings must follow another library's exactly: no fused multiply-add contraction
+#: (``_sklloyd`` reproduces scikit-learn's Lloyd bit for bit)
+NO_CONTRACTION = {"_sklloyd"}
 
 
 def _compiler_has_openmp(cc: str) -> bool:
@@ -58,6 +62,7 @@ extensions = [
         [f"fastfc/_kernels/{name}.pyx"],
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-ffp-contract=off"] if name in NO_CONTRACTION and sys.platform != "win32" else [],
     )
     for name in KERNELS
 ]

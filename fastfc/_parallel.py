@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from numbers import Integral
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -97,9 +97,13 @@ def server_rng(entropy: int, restart: int = 0, round: int = 0) -> np.random.Gene
     return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=key))
 
 
+#: the bound of :func:`sklearn_seed`'s draw (``np.iinfo`` costs microseconds a call)
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
 def sklearn_seed(rng: np.random.Generator) -> int:
     """An int seed for scikit-learn routines, drawn from ``rng``."""
-    return int(rng.integers(0, np.iinfo(np.int32).max))
+    return int(rng.integers(0, _INT32_MAX))
 
 
 def effective_n_jobs(n_jobs) -> int:
@@ -240,16 +244,6 @@ def _held_blas_limit(n: int):
             stack.pop()
 
 
-class _NoLimit:
-    """A context manager that does nothing (the enclosing limit of this thread already holds)."""
-
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def limit_blas_threads(n_threads: int):
     """Context manager limiting the BLAS thread pools only (OpenMP untouched).
 
@@ -261,7 +255,7 @@ def limit_blas_threads(n_threads: int):
     n = int(n_threads)
     stack = getattr(_blas_held, "stack", None)
     if stack and stack[-1] == n:
-        return _NoLimit()
+        return nullcontext()
     return _held_blas_limit(n)
 
 

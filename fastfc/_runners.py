@@ -16,6 +16,7 @@ the network. Both runners account for every message's wire size.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -157,7 +158,9 @@ def run_one_shot(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entro
     """
     t0 = time.perf_counter()
     seconds = [0.0] * len(X_clients)
-    with pinned_worker():
+    # one BLAS limit for the whole run when every phase wants the same (the phases' own are then no-ops)
+    same = plan.per_client == plan.server
+    with pinned_worker(), (limit_blas_threads(plan.per_client) if same else nullcontext()):
         summaries, states, model, replies, restart, t_cl, t_sv = _round_zero(est, X_clients, entropy, plan, progress,
                                                                              seconds)
         t2 = time.perf_counter()

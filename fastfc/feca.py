@@ -228,7 +228,9 @@ def _lloyd_estimator(Xc: np.ndarray, centers0: np.ndarray, *, max_iter: int, tol
 
 try:  # scikit-learn's Lloyd without the estimator's per-call overhead (validation, dispatch)
     from sklearn.cluster._k_means_common import _is_same_clustering as _same_clustering
-    from sklearn.cluster._kmeans import _kmeans_single_lloyd
+    from sklearn.cluster._kmeans import _kmeans_single_lloyd  # noqa: F401  (its presence: the direct path)
+
+    from ._sklloyd import single_lloyd  # that routine's arithmetic, compiled: the same bits, less overhead
 
     _HAVE_SKLEARN_LLOYD = True
 except ImportError:  # private API moved: the estimator path (tested by forcing it)
@@ -270,7 +272,8 @@ def local_kmeans(
     Seeding is greedy k-means++ (:func:`kmeanspp_seeds`, the variant scikit-learn uses, in a
     Numba kernel: scikit-learn's own spends most of a small client's time in per-step Python
     overhead) or ``n_clusters`` distinct random rows. Lloyd is scikit-learn's
-    ``_kmeans_single_lloyd`` called directly, on the mean-centred data with
+    ``_kmeans_single_lloyd`` (computed by :func:`fastfc._sklloyd.single_lloyd`, the same
+    bits without its per-iteration overhead), on the mean-centred data with
     ``tol * mean(var(X))`` as ``KMeans`` does, so each start equals
     ``KMeans(init=<those seeds>, n_init=1, max_iter=max_iter, tol=tol).fit(X)`` (tested).
     With ``n_init > 1`` the start of lowest inertia is kept (a later one only if its
@@ -338,7 +341,7 @@ def local_kmeans(
             else:
                 centers0 = Xc[rng.choice(X.shape[0], size=n_clusters, replace=False)]
             if _HAVE_SKLEARN_LLOYD:
-                run = _kmeans_single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
+                run = single_lloyd(Xc, sw, centers0, max_iter=max_iter, tol=tol_abs, n_threads=1)
             else:
                 run = _lloyd_estimator(Xc, centers0, max_iter=max_iter, tol=tol)
             if best is None or (run[1] < best[1] and not _same_clustering(run[0], best[0], n_clusters)):
@@ -809,6 +812,10 @@ def _looks_gaussian(P: np.ndarray, n_axes: int = 1) -> bool:
 _GRAM_MIN_ELEMENTS = 1 << 18
 
 
+#: (n, d, dtype char) -> (LAPACK geqrf, its optimal workspace): the workspace query costs a LAPACK call each time
+_GEQRF: dict = {}
+
+
 def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """``vt`` of ``np.linalg.svd(P - mean, full_matrices=False)`` with one (n, d) temporary.
 
@@ -825,12 +832,18 @@ def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
         # (d = 50, 10^5 rows); the same axes up to sign and rounding (the test is sign-blind)
         _, vecs = np.linalg.eigh(_scatter(P, mean))
         return np.ascontiguousarray(vecs[:, ::-1].T)
-    import scipy.linalg
-
     F = np.empty((n, d), dtype=np.result_type(P.dtype, mean.dtype), order="F")
     np.subtract(P, mean, out=F)
-    geqrf = scipy.linalg.get_lapack_funcs("geqrf", (F,))
-    lwork = int(geqrf(F, lwork=-1, overwrite_a=1)[2][0].real)  # the optimal (blocked) workspace, as scipy's qr
+    key = (n, d, F.dtype.char)
+    cached = _GEQRF.get(key)
+    if cached is None:  # the routine and its optimal (blocked) workspace, as scipy's qr asks: a function of the shape
+        import scipy.linalg
+
+        geqrf = scipy.linalg.get_lapack_funcs("geqrf", (F,))
+        cached = _GEQRF[key] = (geqrf, int(geqrf(F, lwork=-1, overwrite_a=1)[2][0].real))
+        if len(_GEQRF) > 4096:  # many shapes (a long-lived process): start over
+            _GEQRF.clear()
+    geqrf, lwork = cached
     qr, _, _, info = geqrf(F, lwork=max(lwork, 1), overwrite_a=1)  # F is overwritten: no copy
     if info != 0:  # pragma: no cover - LAPACK argument error
         return np.linalg.svd(P - mean, full_matrices=False)[2]

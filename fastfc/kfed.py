@@ -144,9 +144,10 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
         the first). ``1`` is the published code.
     refill : callable or None, default=None
         Given when ``X`` is the caller's scratch array: ``refill(X)`` rewrites it in place with
-        its original values. Each Lloyd run then centres ``X`` in place (scikit-learn's
-        ``copy_x=False``: the same arithmetic, so the same result) instead of copying it, and
-        ``X`` is refilled before the next start. ``X`` is left centred (``engine="sklearn"``;
+        its original values. ``X`` is then centred in place once (scikit-learn's
+        ``copy_x=False``: the same arithmetic, so the same result) instead of copied, and the
+        starts share it (:func:`lloyd_best_of`; ``refill`` itself is no longer called: the
+        centred rows of every start are the same). ``X`` is left centred (``engine="sklearn"``;
         the ``"threads"`` engine never modifies ``X``).
     engine : {"sklearn", "threads"}, default="sklearn"
         ``"sklearn"``: the published code's steps (NumPy D^2 seeding and proximity step,
@@ -194,7 +195,7 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
     r = min(n_local, d)
     gram = X.T @ X
     # top-r eigenvectors of X^T X = top-r right singular vectors of X
-    _, vecs = scipy.linalg.eigh(gram, subset_by_index=[d - r, d - 1])
+    vecs = _top_eigenvectors(gram, r)
     V = np.ascontiguousarray(vecs[:, ::-1])  # (d, r), leading vector first
     if engine == "threads" and subsample is not None and subsample < n:
         return _subsample_starts(X, V, n_local, rng, subsample, max_iter=max_iter, tol=tol, n_init=n_init,
@@ -215,14 +216,46 @@ def local_awasthi_sheffet(X: np.ndarray, n_local: int, rng: np.random.Generator,
         return best[0].astype(X.dtype, copy=False), best[1].astype(np.int64)
     starts = [_start_init(A_hat, V, n_local, rng) for _ in range(n_init)]
     del A_hat
-    best = None
-    for s, (init, _seed) in enumerate(starts):
-        if refill is not None and s > 0:
-            refill(X)  # the previous run centred X in place: back to its exact values
-        run = lloyd_from(X, init, max_iter=max_iter, tol=tol, in_place=refill is not None)
-        if best is None or run[2] < best[2]:
-            best = run
+    best = lloyd_best_of(X, [init for init, _seed in starts], max_iter=max_iter, tol=tol, in_place=refill is not None)
     return best[0].astype(X.dtype, copy=False), best[1].astype(np.int64)
+
+
+#: LAPACK workspace sizes of ``dsyevr`` by matrix order (what ``scipy.linalg.eigh`` queries on every call)
+_SYEVR_LWORK: dict[int, dict] = {}
+
+
+def _top_eigenvectors(gram: np.ndarray, r: int) -> np.ndarray:
+    """``scipy.linalg.eigh(gram, subset_by_index=[d - r, d - 1])[1]``: the same LAPACK call, without its checks.
+
+    ``eigh``'s default driver for an index subset is ``dsyevr`` (lower triangle, eigenvectors,
+    ``range='I'``); it is called here with the same arguments and workspace, so the vectors
+    are the same bits, without ``eigh``'s validation and workspace query (about 0.1 ms a
+    client, a tenth of a small client's step; issue 15). Anything else (float32, a LAPACK
+    error): ``eigh`` itself.
+    """
+    d = gram.shape[0]
+    if _HAVE_SYEVR and gram.dtype == np.float64 and gram.ndim == 2 and gram.shape == (d, d) and d > 1:
+        lw = _SYEVR_LWORK.get(d)
+        if lw is None:
+            if not _SYEVR:  # as eigh picks them (get_lapack_funcs also sets the integer type _compute_lwork reads)
+                _SYEVR.extend(scipy.linalg.get_lapack_funcs(("syevr", "syevr_lwork"), (gram,)))
+            lw = _SYEVR_LWORK[d] = dict(zip(("lwork", "liwork"), _compute_lwork(_SYEVR[1], n=d, lower=True)))
+        w, v, m, _isuppz, info = _SYEVR[0](a=gram, overwrite_a=False, range="I", il=d - r + 1, iu=d, lower=True,
+                                            compute_v=1, **lw)
+        if info == 0:
+            return v[:, :m]
+    return scipy.linalg.eigh(gram, subset_by_index=[d - r, d - 1])[1]
+
+
+#: float64 ``syevr`` and ``syevr_lwork`` from ``scipy.linalg.get_lapack_funcs`` (filled on first use)
+_SYEVR: list = []
+
+try:  # the workspace query scipy.linalg.eigh makes
+    from scipy.linalg.lapack import _compute_lwork
+
+    _HAVE_SYEVR = True
+except ImportError:  # pragma: no cover - private helper moved: eigh itself
+    _HAVE_SYEVR = False
 
 
 def _subsample_starts(X, V, n_local, rng, m, *, max_iter, tol, n_init, n_threads, var_mean=None):
@@ -253,12 +286,19 @@ def _subsample_starts(X, V, n_local, rng, m, *, max_iter, tol, n_init, n_threads
 
 
 try:  # scikit-learn's Lloyd without the estimator's per-call validation (about 1 ms a call)
-    from sklearn.cluster._kmeans import _kmeans_single_lloyd
+    from sklearn.cluster._kmeans import _kmeans_single_lloyd  # noqa: F401  (its presence: the direct path)
     from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+    from ._sklloyd import single_lloyd  # the same routine's arithmetic, compiled (same bits)
 
     _HAVE_SKLEARN_LLOYD = True
 except ImportError:  # pragma: no cover - private API moved: the estimator
     _HAVE_SKLEARN_LLOYD = False
+
+
+def _n_distinct(labels: np.ndarray, n_clusters: int) -> int:
+    """Number of distinct values in ``labels`` (all in ``[0, n_clusters)``): ``len(set(labels))``, in O(n) NumPy."""
+    return int(np.count_nonzero(np.bincount(labels, minlength=n_clusters)))
 
 
 def lloyd_from(X: np.ndarray, init: np.ndarray, *, max_iter: int, tol: float, in_place: bool = False,
@@ -267,7 +307,9 @@ def lloyd_from(X: np.ndarray, init: np.ndarray, *, max_iter: int, tol: float, in
 
     The same operations as the estimator's ``fit`` for a dense float ``X`` and an explicit
     ``init`` (tolerance ``tol * mean(var(X))``, data and init centred on X's mean, one
-    ``_kmeans_single_lloyd`` on scikit-learn's OpenMP thread count, the mean added back, the
+    ``_kmeans_single_lloyd`` on scikit-learn's OpenMP thread count -- computed by
+    :func:`fastfc._sklloyd.single_lloyd`, the same bits without its per-iteration overhead --
+    the mean added back, the
     same ConvergenceWarning when clusters end empty), without its per-call parameter and
     data validation, which dominates on small clients. Falls back to the estimator when the
     private routine moves.
@@ -304,16 +346,71 @@ def lloyd_from(X: np.ndarray, init: np.ndarray, *, max_iter: int, tol: float, in
     X_mean = Xw.mean(axis=0)
     Xw -= X_mean
     centers0 -= X_mean
-    labels, inertia, centers, _ = _kmeans_single_lloyd(Xw, sample_weight, centers0, max_iter=max_iter,
-                                                       verbose=False, tol=tol_abs, n_threads=n_threads)
+    labels, inertia, centers, _ = single_lloyd(Xw, sample_weight, centers0, max_iter=max_iter, tol=tol_abs,
+                                               n_threads=n_threads)
     centers += X_mean
-    distinct = len(set(labels))
+    distinct = _n_distinct(labels, init.shape[0])
     if distinct < init.shape[0]:
         warn_caller(
             f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({init.shape[0]}). "
             "Possibly due to duplicate points in X.", ConvergenceWarning,
         )
     return centers, labels, inertia
+
+
+def lloyd_best_of(X: np.ndarray, inits: list[np.ndarray], *, max_iter: int, tol: float,
+                  in_place: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+    """The run of lowest inertia (the first of equal ones) of :func:`lloyd_from` from each of ``inits``.
+
+    Every start of :func:`lloyd_from` on the same ``X`` computes the same tolerance, mean and
+    centred rows before its Lloyd run; here they are computed once and shared by the starts
+    (the same values, so the same runs, bit for bit), which on small clients was a fifth of
+    a start's cost (issue 15).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float
+    inits : list of ndarray of shape (n_clusters, n_features)
+    max_iter : int
+    tol : float
+        Relative tolerance (scikit-learn's).
+    in_place : bool, default=False
+        Centre ``X`` itself (left centred) instead of a copy.
+
+    Returns
+    -------
+    centers, labels, inertia
+        Those of the best start, as :func:`lloyd_from` returns them.
+    """
+    if not _HAVE_SKLEARN_LLOYD or X.dtype not in (np.float32, np.float64) or not X.flags.c_contiguous:
+        best = None
+        for init in inits:  # a copy each time: the same values as centring in place after a refill
+            run = lloyd_from(X, init, max_iter=max_iter, tol=tol)
+            if best is None or run[2] < best[2]:
+                best = run
+        return best
+    Xw = X if in_place else X.copy()
+    tol_abs = np.mean(np.var(Xw, axis=0)) * tol if tol != 0 else 0
+    sample_weight = np.ones(Xw.shape[0], dtype=Xw.dtype)
+    n_threads = _openmp_effective_n_threads()
+    X_mean = Xw.mean(axis=0)
+    Xw -= X_mean
+    best = None
+    for init in inits:
+        centers0 = np.array(init, dtype=Xw.dtype, order="C", copy=True)
+        centers0 -= X_mean
+        labels, inertia, centers, _ = single_lloyd(Xw, sample_weight, centers0, max_iter=max_iter, tol=tol_abs,
+                                                   n_threads=n_threads)
+        centers += X_mean
+        distinct = _n_distinct(labels, init.shape[0])
+        if distinct < init.shape[0]:
+            warn_caller(
+                f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({init.shape[0]}). "
+                "Possibly due to duplicate points in X.", ConvergenceWarning,
+            )
+        if best is None or inertia < best[2]:
+            best = (centers, labels, inertia)
+    return best
 
 
 #: elements per block of the seeding and proximity passes (bounded temporaries, same values as one pass)
@@ -347,7 +444,7 @@ def _start_init(A_hat, V, n_local, rng) -> tuple[np.ndarray, int]:
     sums = np.zeros_like(seeds)
     if _kfed_kernels_apply(A_hat):
         _kfed_kernels().proximity_sums(A_hat, seeds, counts, sums, np.empty(max(8, A_hat.shape[1])),
-                                       np.empty((min(n, 256), n_local)))
+                                       np.empty((n_local, min(n, 256))))
     else:
         step = _block_rows(max(n_local, A_hat.shape[1]))
         for s in range(0, n, step):
@@ -366,17 +463,27 @@ def _start_init(A_hat, V, n_local, rng) -> tuple[np.ndarray, int]:
                 inside = np.ones(block.shape[0], dtype=bool)
             counts += np.bincount(nearest[inside], minlength=n_local)
             np.add.at(sums, nearest[inside], block[inside])
-    init_proj = seeds.copy()
-    filled = counts > 0
-    init_proj[filled] = sums[filled] / counts[filled, None]
+    if counts.all():  # the usual case: every set has rows (the same divisions, no masked copies)
+        init_proj = sums / counts[:, None]
+    else:
+        init_proj = seeds.copy()
+        filled = counts > 0
+        init_proj[filled] = sums[filled] / counts[filled, None]
     init = init_proj @ V.T  # back to R^d
     return init, sklearn_seed(rng)
 
 
-def _kfed_kernels():
-    from ._kernels import _kfed
+#: the Numba kernel module, imported on first use (importing it does not compile anything)
+_KFED_KERNELS = None
 
-    return _kfed
+
+def _kfed_kernels():
+    global _KFED_KERNELS
+    if _KFED_KERNELS is None:
+        from ._kernels import _kfed
+
+        _KFED_KERNELS = _kfed
+    return _KFED_KERNELS
 
 
 def _kfed_kernels_apply(A: np.ndarray) -> bool:
@@ -556,15 +663,14 @@ def server_kmeans(U: np.ndarray, n_clusters: int, init, *, n_init: int, max_iter
             if explicit:
                 centers0 = init
             else:
-                centers0, _ = _kmeans_plusplus(X, n_clusters, random_state=rs, x_squared_norms=x_squared_norms,
-                                               sample_weight=sample_weight)
-            labels, inertia, centers, n_iter = _lloyd_unlimited(X, sample_weight, centers0, max_iter=max_iter,
-                                                                verbose=False, tol=tol_abs, n_threads=n_threads)
+                centers0, _ = kmeanspp_direct(X, n_clusters, rs, x_squared_norms, sample_weight)
+            labels, inertia, centers, n_iter = single_lloyd(X, sample_weight, centers0, max_iter=max_iter,
+                                                            tol=tol_abs, n_threads=n_threads)
             if best is None or (inertia < best[1] and not _is_same_clustering(labels, best[0], n_clusters)):
                 best = (labels, inertia, centers, n_iter)
     labels, _, centers, n_iter = best
     centers += X_mean
-    distinct = len(set(labels))
+    distinct = _n_distinct(labels, n_clusters)
     if distinct < n_clusters:
         warnings.warn(
             f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({n_clusters}). "
@@ -577,10 +683,81 @@ try:  # scikit-learn's k-means++ and Lloyd without the estimator (and without Ll
     from sklearn.cluster._kmeans import _is_same_clustering, _kmeans_plusplus
     from sklearn.utils.extmath import row_norms
 
-    _lloyd_unlimited = getattr(_kmeans_single_lloyd, "__wrapped__", _kmeans_single_lloyd)
     _HAVE_SERVER_PATH = _HAVE_SKLEARN_LLOYD
 except ImportError:  # pragma: no cover - private API moved: the estimator
     _HAVE_SERVER_PATH = False
+
+
+def kmeanspp_direct(X: np.ndarray, n_clusters: int, random_state: np.random.RandomState,
+                    x_squared_norms: np.ndarray, sample_weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's greedy k-means++ (``_kmeans_plusplus``) on dense float64 data, as plain NumPy steps.
+
+    The same NumPy operations in the same order as scikit-learn's routine (one weighted
+    first draw, then per step ``2 + int(ln k)`` uniforms times the current potential,
+    ``searchsorted`` in the cumulative weighted distances, each candidate's squared
+    distances as ``-2 x.y + |x|^2 + |y|^2`` clipped at 0, the candidate of lowest
+    potential kept), so the same draws from ``random_state`` and the same seeds, bit for
+    bit (tested against it); without the array-API dispatch and per-call checks of its
+    distance helper, which cost more than the arithmetic at the server's few hundred
+    pooled local centres (issue 15, "Small data"). For other inputs it calls
+    scikit-learn's routine.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float64
+        Centred data.
+    n_clusters : int
+    random_state : numpy.random.RandomState
+        Drawn from as scikit-learn draws.
+    x_squared_norms : ndarray of shape (n_samples,), float64
+        ``row_norms(X, squared=True)``.
+    sample_weight : ndarray of shape (n_samples,), float64
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features)
+    indices : ndarray of shape (n_clusters,), int
+    """
+    if not (isinstance(X, np.ndarray) and X.dtype == np.float64 and x_squared_norms.dtype == np.float64
+            and sample_weight.dtype == np.float64):
+        return _kmeans_plusplus(X, n_clusters, random_state=random_state, x_squared_norms=x_squared_norms,
+                                sample_weight=sample_weight)
+    n_samples, n_features = X.shape
+    centers = np.empty((n_clusters, n_features), dtype=X.dtype)
+    n_local_trials = 2 + int(np.log(n_clusters))
+    zero = np.asarray(0, dtype=np.float64)
+    XT = X.T
+    YY = np.reshape(x_squared_norms, (1, -1))
+
+    def sqdist(A):  # scikit-learn's _euclidean_distances(A, X, Y_norm_squared=x_squared_norms, squared=True)
+        XX = np.einsum("ij,ij->i", A, A)[:, None]
+        distances = -2 * (A @ XT)
+        distances += XX
+        distances += YY
+        np.maximum(distances, zero, out=distances)
+        return distances
+
+    center_id = random_state.choice(n_samples, p=sample_weight / sample_weight.sum())
+    indices = np.full(n_clusters, -1, dtype=int)
+    centers[0] = X[center_id]
+    indices[0] = center_id
+    closest_dist_sq = sqdist(centers[0, np.newaxis])
+    current_pot = closest_dist_sq @ sample_weight
+    w_col = sample_weight.reshape(-1, 1)
+    for c in range(1, n_clusters):
+        rand_vals = random_state.uniform(size=n_local_trials) * current_pot
+        candidate_ids = np.searchsorted(np.cumsum(sample_weight * closest_dist_sq), rand_vals)
+        np.minimum(candidate_ids, closest_dist_sq.size - 1, out=candidate_ids)  # np.clip(.., None, hi): the same
+        distance_to_candidates = sqdist(X[candidate_ids])
+        np.minimum(closest_dist_sq, distance_to_candidates, out=distance_to_candidates)
+        candidates_pot = distance_to_candidates @ w_col
+        best_candidate = np.argmin(candidates_pot)
+        current_pot = candidates_pot[best_candidate]
+        closest_dist_sq = distance_to_candidates[best_candidate]
+        best_candidate = candidate_ids[best_candidate]
+        centers[c] = X[best_candidate]
+        indices[c] = best_candidate
+    return centers, indices
 
 
 def farthest_first_seeds(U: np.ndarray, first: np.ndarray, n_clusters: int) -> np.ndarray:

@@ -46,3 +46,34 @@ def test_seeding_all_duplicates_falls_back():
     A = np.ones((6, 2))
     rows = kfed.d2_seed_rows(A, 4, np.random.default_rng(0))
     assert np.unique(rows).size == 4  # uniform among rows not yet chosen
+
+
+def _roots_pass(row):
+    """The proximity step's reference pass over one row: roots, first strict minimum, runner-up."""
+    best, second, near = np.inf, np.inf, 0
+    for j, v in enumerate(row):
+        dj = np.sqrt(v)
+        if dj < best:
+            second, best, near = best, dj, j
+        elif dj < second:
+            second = dj
+    return near, best, second
+
+
+def test_nearest_two_roots_is_the_pass_over_the_roots():
+    """Two square roots instead of k give the pass's index and distances, including squared values
+    that differ but share a root (an earlier, larger one must win: the first of equal distances)."""
+    rng = np.random.default_rng(0)
+    rows = [rng.random(int(rng.integers(1, 30))) * 10.0 ** rng.integers(-300, 300) for _ in range(2000)]
+    for x in (2.0, 7.3, 1e-300, 5e300, 0.1):
+        up = np.nextafter(x, np.inf)
+        rows += [np.array([up, x]), np.array([3 * x, up, up, x, x]), np.array([x, up]), np.array([up, up, x])]
+    rows += [np.array([0.0, 0.0]), np.array([np.inf, 1.0]), np.array([np.inf, np.inf]), np.array([5e-324, 0.0])]
+    shared_root = 0
+    for row in rows:
+        D = np.ascontiguousarray(row[:, None], dtype=np.float64)  # (k, 1): one row's squared distances
+        got = K.nearest_two_roots(D, 0, D.shape[0])
+        ref = _roots_pass(row)
+        assert got[0] == ref[0] and got[1] == ref[1] and got[2] == ref[2], row
+        shared_root += ref[0] != int(np.argmin(row))
+    assert shared_root > 0  # the crafted rows exercise the shared-root case

@@ -319,7 +319,9 @@ def test_nested_blas_limit_is_a_no_op_only_inside_the_same_limit():
     other nesting still sets the limit, and every limit is undone on exit."""
     from threadpoolctl import threadpool_info
 
-    from fastfc._parallel import _NoLimit, limit_blas_threads
+    from contextlib import nullcontext
+
+    from fastfc._parallel import limit_blas_threads
 
     def blas_threads():
         return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
@@ -330,13 +332,13 @@ def test_nested_blas_limit_is_a_no_op_only_inside_the_same_limit():
     with limit_blas_threads(1):
         assert blas_threads() == [1]
         inner = limit_blas_threads(1)
-        assert isinstance(inner, _NoLimit)
+        assert isinstance(inner, nullcontext)
         with inner:
             assert blas_threads() == [1]
         assert blas_threads() == [1]
         with limit_blas_threads(2):
             assert blas_threads() == [2]
-            assert not isinstance(limit_blas_threads(1), _NoLimit)
+            assert not isinstance(limit_blas_threads(1), nullcontext)
         assert blas_threads() == [1]
     assert blas_threads() == before
-    assert not isinstance(limit_blas_threads(1), _NoLimit)
+    assert not isinstance(limit_blas_threads(1), nullcontext)

@@ -20,50 +20,16 @@ import numba
 import numpy as np
 
 from fastfc._config import NUMBA_CACHE
+from fastfc._kernels._cpl import _pw_sum
 
-__all__ = ["d2_seed_steps", "proximity_sums", "row_sqdist_to"]
+__all__ = ["d2_seed_steps", "proximity_sums", "nearest_two_roots", "row_sqdist_to"]
 
 #: NumPy's pairwise-summation block (``PW_BLOCKSIZE`` of its add reduction)
 _PW_BLOCK = 128
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True)
-def _pairwise_block(buf, lo, n):
-    """NumPy's pairwise sum of ``buf[lo:lo + n]`` for ``n <= 128`` (one leaf of its recursion).
-
-    Below 8 terms: one running sum from 0; else eight interleaved partial sums combined as
-    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the remainder one by one.
-    """
-    if n < 8:
-        res = 0.0
-        for i in range(lo, lo + n):
-            res += buf[i]
-        return res
-    r0 = buf[lo]
-    r1 = buf[lo + 1]
-    r2 = buf[lo + 2]
-    r3 = buf[lo + 3]
-    r4 = buf[lo + 4]
-    r5 = buf[lo + 5]
-    r6 = buf[lo + 6]
-    r7 = buf[lo + 7]
-    m = n - n % 8
-    i = 8
-    while i < m:
-        r0 += buf[lo + i]
-        r1 += buf[lo + i + 1]
-        r2 += buf[lo + i + 2]
-        r3 += buf[lo + i + 3]
-        r4 += buf[lo + i + 4]
-        r5 += buf[lo + i + 5]
-        r6 += buf[lo + i + 6]
-        r7 += buf[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += buf[lo + i]
-        i += 1
-    return res
+# NumPy's pairwise-sum leaf over ``buf[lo:lo + n]`` (n <= 128): the CPL kernels' copy of it, the same algorithm
+_pairwise_block = _pw_sum
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
@@ -149,6 +115,47 @@ def _row_sqdist(A, i, B, j, buf):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
+def _sqdist_cols(At, m, b, out, S):
+    """``out[i] = ((At[:, i] - b) ** 2).sum()`` for ``i < m``, with :func:`_row_sqdist`'s rounding.
+
+    The same operations per row in the same order (up to 7 features: one running sum from 0;
+    8 to 128: eight partial sums, combined pairwise, then the remainder), but each step runs
+    over all ``m`` rows at once from the feature-major block ``At`` (r, >= m), so the rows'
+    independent sums fill vector lanes instead of one row's chain of dependent additions
+    (issue 15). ``S``: scratch (8, >= m). Only for r <= 128.
+    """
+    r = At.shape[0]
+    if r < 8:
+        for i in range(m):
+            out[i] = 0.0
+        for c in range(r):
+            bc = b[c]
+            for i in range(m):
+                t = At[c, i] - bc
+                out[i] += t * t
+        return
+    for q in range(8):
+        bc = b[q]
+        for i in range(m):
+            t = At[q, i] - bc
+            S[q, i] = t * t
+    mm = r - r % 8
+    for c in range(8, mm, 8):
+        for q in range(8):
+            bc = b[c + q]
+            for i in range(m):
+                t = At[c + q, i] - bc
+                S[q, i] += t * t
+    for i in range(m):
+        out[i] = ((S[0, i] + S[1, i]) + (S[2, i] + S[3, i])) + ((S[4, i] + S[5, i]) + (S[6, i] + S[7, i]))
+    for c in range(mm, r):
+        bc = b[c]
+        for i in range(m):
+            t = At[c, i] - bc
+            out[i] += t * t
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
 def row_sqdist_to(A, p, out, buf):
     """``out[i] = ((A[i] - A[p]) ** 2).sum()`` for every row (NumPy's rounding).
 
@@ -193,7 +200,17 @@ def d2_seed_steps(A, idx, uniforms, closest, col, cum, buf):
     """
     n = A.shape[0]
     k = idx.shape[0]
-    row_sqdist_to(A, idx[0], closest, buf)
+    r = A.shape[1]
+    cols = r <= _PW_BLOCK  # every row's distance at once from a feature-major copy (the same bits)
+    if cols:
+        At = np.empty((r, n))  # feature-major copy of A
+        for i in range(n):
+            for c in range(r):
+                At[c, i] = A[i, c]
+        S = np.empty((8 if r >= 8 else 0, n))
+        _sqdist_cols(At, n, A[idx[0]], closest, S)
+    else:
+        row_sqdist_to(A, idx[0], closest, buf)
     for j in range(1, k):
         acc = 0.0
         for i in range(n):  # np.cumsum: a sequential running sum
@@ -213,11 +230,52 @@ def d2_seed_steps(A, idx, uniforms, closest, col, cum, buf):
                 hi = mid
         pick = min(lo, n - 1)
         idx[j] = pick
-        row_sqdist_to(A, pick, col, buf)
+        if cols:
+            _sqdist_cols(At, n, A[pick], col, S)
+        else:
+            row_sqdist_to(A, pick, col, buf)
         for i in range(n):
             if col[i] < closest[i]:
                 closest[i] = col[i]
     return k
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def nearest_two_roots(D, i, k):
+    """Over the roots ``sqrt(D[:k, i])``: the first index of the smallest, the smallest, the second smallest.
+
+    The same as one pass over the roots keeping the first strict minimum and the runner-up (a
+    stable sort), with two square roots instead of ``k``: ``sqrt`` is monotone, so the roots
+    of the two smallest squared values (as a multiset) are the two smallest roots; only the
+    index needs care, as an earlier squared value just above the smallest can have the same
+    root (only values within a relative ``2**-40`` can: roots of values ``2**-50`` apart
+    relatively already differ), so those few are compared by their roots.
+
+    Returns
+    -------
+    near : int
+    best, second : float
+        ``inf`` when there are fewer values.
+    """
+    s1 = np.inf
+    s2 = np.inf
+    near = 0
+    for j in range(k):
+        v = D[j, i]
+        if v < s1:
+            s2 = s1
+            s1 = v
+            near = j
+        elif v < s2:
+            s2 = v
+    best = np.sqrt(s1)
+    second = np.sqrt(s2)
+    lim = s1 + s1 * 2.0 ** -40
+    for j in range(near):
+        v = D[j, i]
+        if v <= lim and np.sqrt(v) == best:
+            return j, best, second
+    return near, best, second
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
@@ -238,33 +296,33 @@ def proximity_sums(A, seeds, counts, sums, buf, D):
         Output (overwritten): rows added in row order.
     buf : ndarray of shape (max(8, r),), float64
         Scratch.
-    D : ndarray of shape (b, k), float64, b >= 1
-        Scratch: squared distances of a block of ``b`` rows (seed by seed, then row by row,
-        which compiles to far tighter loops than one row at a time).
+    D : ndarray of shape (k, b), float64, b >= 1
+        Scratch: squared distances of a block of ``b`` rows to each seed (computed seed by
+        seed over all the block's rows at once, from a feature-major copy of the block).
     """
     n = A.shape[0]
     k = seeds.shape[0]
     r = A.shape[1]
-    b = D.shape[0]
+    b = D.shape[1]
     counts[:] = 0
     sums[:, :] = 0.0
+    cols = r <= _PW_BLOCK  # a block's distances from a feature-major copy (the same bits, vector lanes)
+    At = np.empty((r if cols else 0, b))
+    S = np.empty((8 if cols and r >= 8 else 0, b))
     for s in range(0, n, b):
         e = min(n, s + b)
-        for j in range(k):
-            for i in range(s, e):
-                D[i - s, j] = _row_sqdist(A, i, seeds, j, buf)
-        for i in range(s, e):
-            best = np.inf
-            second = np.inf
-            near = 0
+        if cols:
+            for i in range(s, e):  # feature-major copy of the block
+                for c in range(r):
+                    At[c, i - s] = A[i, c]
             for j in range(k):
-                dj = np.sqrt(D[i - s, j])
-                if dj < best:  # strict: the first of equal distances stays nearest (a stable sort)
-                    second = best
-                    best = dj
-                    near = j
-                elif dj < second:
-                    second = dj
+                _sqdist_cols(At, e - s, seeds[j], D[j], S)
+        else:
+            for j in range(k):
+                for i in range(s, e):
+                    D[j, i - s] = _row_sqdist(A, i, seeds, j, buf)
+        for i in range(s, e):
+            near, best, second = nearest_two_roots(D, i - s, k)
             if k == 1 or 3.0 * best <= second:
                 counts[near] += 1
                 for c in range(r):
