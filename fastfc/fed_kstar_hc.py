@@ -71,6 +71,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from . import _units
 from ._kernels import _kstar
 from ._parallel import sklearn_seed
+from ._grouping import variance_split_groups
 from ._state import ClientState
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
@@ -1050,7 +1051,8 @@ def compress_leaves(
 
     The server's exact agglomeration costs O(k0^2 d); many small clients upload tens of
     thousands of subclusters (k0 = 50 000 at 10^6 rows over 1000 clients: about a minute
-    of merging). They are first grouped by recursive variance splits of their centres:
+    of merging). They are first grouped by recursive variance splits of their centres
+    (:func:`fastfc._grouping.variance_split_groups`):
     starting from one group of all, the group with the largest weighted scatter of its
     members' centres (its Ward cost of being one cluster) is cut in two at its weighted
     mean along its feature of largest weighted variance, until there are ``max_leaves``
@@ -1085,51 +1087,12 @@ def compress_leaves(
     pre_heights : ndarray of shape (k0 - m,)
         Ward cost of each of those merges (the within-cluster sum of squares each adds).
     """
-    import heapq
-
     n = np.asarray(counts, dtype=np.float64)
     Z = np.ascontiguousarray(centers, dtype=np.float64)
     k0 = Z.shape[0]
-
-    def scatter(idx: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        w = n[idx]
-        P = Z[idx]
-        mu = (w @ P) / w.sum()
-        var = w @ (P - mu) ** 2
-        return float(var.sum()), mu, var
-
-    groups = [np.arange(k0)]
-    sse0, _, _ = scatter(groups[0])
-    heap = [(-sse0, 0)]
-    while len(groups) < max_leaves and heap:
-        neg, gid = heapq.heappop(heap)
-        if -neg <= 0.0:
-            break
-        idx = groups[gid]
-        _, mu, var = scatter(idx)
-        f = int(np.argmax(var))
-        left = Z[idx, f] <= mu[f]
-        a, b = idx[left], idx[~left]
-        if a.size == 0 or b.size == 0:  # rounding left nothing to cut: leave the group whole
-            continue
-        groups[gid] = a
-        groups.append(b)
-        for g_id, part in ((gid, a), (len(groups) - 1, b)):
-            if part.size > 1:
-                heapq.heappush(heap, (-scatter(part)[0], g_id))
-    labels = np.empty(k0, dtype=np.int64)
-    for g_id, idx in enumerate(groups):
-        labels[idx] = g_id
-    m = len(groups)
-    # groups in order of their smallest slot; empty groups vanish
-    reps = np.full(m, k0, dtype=np.int64)
-    np.minimum.at(reps, labels, np.arange(k0))
-    used = np.flatnonzero(reps < k0)
-    order = used[np.argsort(reps[used], kind="stable")]
-    remap = np.empty(m, dtype=np.int64)
-    remap[order] = np.arange(order.size)
-    g = remap[labels]
-    reps = reps[order]
+    g = variance_split_groups(Z, n, max_leaves)
+    reps = np.full(int(g.max()) + 1, k0, dtype=np.int64)
+    np.minimum.at(reps, g, np.arange(k0))
     mg = reps.size
     # exact moments of the groups, and the grouping as sequential merges with their Ward costs
     M2 = np.asarray(m2, dtype=np.float64)

@@ -139,3 +139,33 @@ def test_cap_at_or_above_k0_is_the_exact_tree():
     np.testing.assert_array_equal(exact.labels_, capped.labels_)
     np.testing.assert_array_equal(exact.merges_, capped.merges_)
     np.testing.assert_array_equal(exact.k_scores_, capped.k_scores_)
+
+
+# ---------------------------------------------------------------- the shared grouping
+def test_variance_split_groups_numbering_and_cap():
+    from fastfc._grouping import variance_split_groups
+
+    rng = np.random.default_rng(7)
+    P = rng.normal(size=(400, 3))
+    lab = variance_split_groups(P, None, 25)
+    assert lab.max() + 1 == 25 and np.bincount(lab).min() >= 1
+    firsts = np.array([np.flatnonzero(lab == j)[0] for j in range(25)])
+    assert (np.diff(firsts) > 0).all()  # numbered by smallest point index
+    assert (variance_split_groups(P, None, 1) == 0).all()
+    # same input, same groups; reordering the points regroups the same sets
+    np.testing.assert_array_equal(lab, variance_split_groups(P, None, 25))
+    perm = rng.permutation(400)
+    lab_p = variance_split_groups(P[perm], None, 25)
+    same = {frozenset(perm[lab_p == j]) for j in range(25)}
+    assert same == {frozenset(np.flatnonzero(lab == j)) for j in range(25)}
+
+
+def test_fedhire_linkage_pregrouping_keeps_separated_clusters():
+    """Above 4096 centroids Fed-HIRE's linkage runs on variance-split groups: separated blobs stay whole."""
+    from fastfc.fed_hire import linkage_fusion
+
+    rng = np.random.default_rng(11)
+    blob = rng.integers(0, 8, size=9000)
+    C = rng.normal(size=(9000, 5)) + 40.0 * rng.normal(size=(8, 5))[blob]
+    lab = linkage_fusion(C, 8)
+    assert adjusted_rand_score(blob, lab) == 1.0
