@@ -21,9 +21,10 @@ from ._parallel import limit_blas_threads
 
 __all__ = ["single_lloyd", "HAVE_KERNEL"]
 
+from sklearn.cluster._kmeans import _kmeans_single_lloyd  # the fallback (k-FED and FeCA used it before)
+
 try:
     from sklearn.cluster._k_means_common import _relocate_empty_clusters_dense
-    from sklearn.cluster._kmeans import _kmeans_single_lloyd
 
     from ._kernels._sklloyd import lloyd_single
 
