@@ -44,21 +44,21 @@ def variance_split_groups(points: np.ndarray, weights: np.ndarray | None, max_gr
     if n_pts == 0:
         return np.zeros(0, dtype=np.int64)
 
-    def scatter(idx: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    def scatter(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         w = w_all[idx]
         P = Z[idx]
         mu = (w @ P) / w.sum()
-        var = w @ (P - mu) ** 2
-        return float(var.sum()), mu, var
+        return mu, w @ (P - mu) ** 2
 
     groups = [np.arange(n_pts)]
-    heap = [(-scatter(groups[0])[0], 0)]
+    stats = {0: scatter(groups[0])}  # (mean, per-feature scatter) of the groups still in the heap
+    heap = [(-float(stats[0][1].sum()), 0)]
     while len(groups) < max_groups and heap:
         neg, gid = heapq.heappop(heap)
+        mu, var = stats.pop(gid)
         if -neg <= 0.0:
             break
         idx = groups[gid]
-        _, mu, var = scatter(idx)
         f = int(np.argmax(var))
         left = Z[idx, f] <= mu[f]
         a, b = idx[left], idx[~left]
@@ -68,7 +68,8 @@ def variance_split_groups(points: np.ndarray, weights: np.ndarray | None, max_gr
         groups.append(b)
         for g_id, part in ((gid, a), (len(groups) - 1, b)):
             if part.size > 1:
-                heapq.heappush(heap, (-scatter(part)[0], g_id))
+                stats[g_id] = scatter(part)
+                heapq.heappush(heap, (-float(stats[g_id][1].sum()), g_id))
     # number the groups by their smallest point index
     order = np.argsort([int(idx[0]) for idx in groups], kind="stable")  # idx arrays stay increasing
     labels = np.empty(n_pts, dtype=np.int64)

@@ -338,24 +338,7 @@ def lloyd_from(X: np.ndarray, init: np.ndarray, *, max_iter: int, tol: float, in
         km = KMeans(n_clusters=init.shape[0], init=init, n_init=1, max_iter=max_iter, tol=tol,
                     copy_x=not in_place).fit(X)
         return km.cluster_centers_, km.labels_, km.inertia_
-    Xw = X if in_place else X.copy()
-    tol_abs = np.mean(np.var(Xw, axis=0)) * tol if tol != 0 else 0
-    sample_weight = np.ones(Xw.shape[0], dtype=Xw.dtype)
-    n_threads = _openmp_effective_n_threads()
-    centers0 = np.array(init, dtype=Xw.dtype, order="C", copy=True)
-    X_mean = Xw.mean(axis=0)
-    Xw -= X_mean
-    centers0 -= X_mean
-    labels, inertia, centers, _ = single_lloyd(Xw, sample_weight, centers0, max_iter=max_iter, tol=tol_abs,
-                                               n_threads=n_threads)
-    centers += X_mean
-    distinct = _n_distinct(labels, init.shape[0])
-    if distinct < init.shape[0]:
-        warn_caller(
-            f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({init.shape[0]}). "
-            "Possibly due to duplicate points in X.", ConvergenceWarning,
-        )
-    return centers, labels, inertia
+    return lloyd_best_of(X, [init], max_iter=max_iter, tol=tol, in_place=in_place)
 
 
 def lloyd_best_of(X: np.ndarray, inits: list[np.ndarray], *, max_iter: int, tol: float,
