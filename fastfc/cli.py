@@ -724,6 +724,9 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
         print(f"fastfc warmup: {info['fits']} fits in {info['seconds']:.1f} s, {info['compiled']} kernel "
               f"specialisations compiled, {info['loaded']} loaded from the cache; cache: "
               f"{', '.join(info['cache_dirs']) or 'none (FASTFC_NUMBA_CACHE=0?)'}")
+    if info["unwarmed"]:
+        print(f"fastfc warmup: not compiled (a first fit that reaches them compiles them): "
+              f"{', '.join(info['unwarmed'])}", file=sys.stderr)
     return 0
 
 

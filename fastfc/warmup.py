@@ -18,13 +18,17 @@ import time
 
 import numpy as np
 
-__all__ = ["warmup", "numba_dispatchers"]
+__all__ = ["warmup", "numba_dispatchers", "unwarmed_kernels"]
+
+#: public kernels no fit calls: the tested reference of a faster path, or a probe's building block
+_REFERENCE_ONLY = frozenset({"fastfc._kernels._feca.kmeans_plusplus", "fastfc._kernels._fedcref.association_score"})
 
 #: the fits :func:`warmup` runs: (estimator name, keyword arguments, data in [0, 1])
 _FITS: tuple[tuple[str, dict, bool], ...] = (
     ("KFed", dict(n_clusters=2), False),
     ("KFed", dict(n_clusters=2, refine_rounds=2), False),
     ("FeCA", dict(n_clusters=2), False),
+    ("FeCA", dict(n_clusters=2, radius="theoretical"), False),
     ("FedHIRE", dict(n_clusters=2), False),
     ("FedHIRE", dict(n_clusters=2, semantics="reference"), False),
     ("GOLD", dict(n_clusters=2), False),
@@ -37,26 +41,78 @@ _FITS: tuple[tuple[str, dict, bool], ...] = (
 )
 
 
+def _kernel_modules() -> list:
+    """Every module of :mod:`fastfc._kernels` that is plain Python (the Numba kernels' homes), imported."""
+    import importlib
+    import pkgutil
+
+    from . import _kernels
+
+    return [importlib.import_module(f"{_kernels.__name__}.{m.name}")
+            for m in sorted(pkgutil.iter_modules(_kernels.__path__), key=lambda m: m.name)
+            if m.module_finder.find_spec(m.name).origin.endswith(".py")]
+
+
 def numba_dispatchers() -> list:
     """Every Numba dispatcher defined in fastfc's kernel modules (importing them).
 
     Returns
     -------
     list of numba dispatchers
-        In module order, each once.
+        In module order, each once (a module's re-export of another module's kernel is not
+        counted twice).
     """
-    import importlib
-
     from numba.core.registry import CPUDispatcher
 
     out, seen = [], set()
-    for name in ("fastfc._kernels._cpl", "fastfc._kernels._feca", "fastfc._kernels._fedcref"):
-        mod = importlib.import_module(name)
+    for mod in _kernel_modules():
         for obj in vars(mod).values():
-            if isinstance(obj, CPUDispatcher) and id(obj) not in seen:
+            if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == mod.__name__ and id(obj) not in seen:
                 seen.add(id(obj))
                 out.append(obj)
     return out
+
+
+def unwarmed_kernels() -> list[str]:
+    """Public kernels (no leading underscore) that have no compiled specialisation in this process.
+
+    After :func:`warmup` this is empty: every kernel a fit can call was compiled or loaded
+    (helpers with a leading underscore are compiled inside their callers). Kernels kept only as
+    the tested reference of a faster path are not listed.
+
+    Returns
+    -------
+    list of str
+        Dotted names, ``module.kernel``.
+    """
+    out = []
+    for disp in numba_dispatchers():
+        name = f"{disp.py_func.__module__}.{disp.py_func.__name__}"
+        if not disp.py_func.__name__.startswith("_") and not disp.signatures and name not in _REFERENCE_ONLY:
+            out.append(name)
+    return out
+
+
+def _warm_large_input_kernels() -> None:
+    """Compile the kernels that fits reach only on large inputs, by calling them on tiny arrays.
+
+    :func:`fastfc._kernels._cpl.col_moments` and :func:`~fastfc._kernels._cpl.shift_scale_rows`
+    (federated units and feature moments of large clients) and
+    :func:`fastfc._kernels._pieces.pair_window_counts_from_products` (FeCA's piece merging of
+    clients of 8192 rows or more) take float64 whatever the input dtype.
+    """
+    from ._kernels._cpl import col_moments, shift_scale_rows
+    from ._kernels._pieces import pair_window_counts_from_products
+
+    X = np.arange(12.0).reshape(4, 3)
+    mean, var = np.empty(3), np.empty(3)
+    col_moments(X, mean, var)
+    shift_scale_rows(X, mean, np.ones(3), np.empty_like(X))
+    C = X[:2].copy()
+    cc = C @ C.T
+    length2 = np.ones((2, 2))
+    pair_window_counts_from_products(X @ C.T, np.array([0, 1, 0, 1], dtype=np.int64), cc, length2, 0.1,
+                                     np.zeros((2, 2, 3), dtype=np.int64))
 
 
 def _clients(dtype, unit: bool) -> list[np.ndarray]:
@@ -84,8 +140,9 @@ def warmup(dtypes=("float64", "float32"), *, stream=None) -> dict:
     dict
         ``seconds`` (float, the whole warm-up), ``compiled`` (int, kernel specialisations
         compiled in this process; 0 when the cache was already warm), ``loaded`` (int,
-        specialisations loaded from the cache), ``fits`` (int) and ``cache_dirs``
-        (sorted list of str: where Numba keeps these kernels' cache files).
+        specialisations loaded from the cache), ``fits`` (int), ``cache_dirs``
+        (sorted list of str: where Numba keeps these kernels' cache files) and ``unwarmed``
+        (list of str, :func:`unwarmed_kernels`: empty unless a kernel was missed).
     """
     import fastfc
 
@@ -100,6 +157,7 @@ def warmup(dtypes=("float64", "float32"), *, stream=None) -> dict:
                 args = ", ".join(f"{k}={v!r}" for k, v in params.items())
                 stream.write(f"warmup: {name}({args}) {dtype}: {time.perf_counter() - t:.1f} s\n")
                 stream.flush()
+    _warm_large_input_kernels()
     compiled = loaded = 0
     dirs = set()
     for disp in numba_dispatchers():
@@ -110,7 +168,7 @@ def warmup(dtypes=("float64", "float32"), *, stream=None) -> dict:
         if path and disp.signatures:
             dirs.add(str(path))
     return dict(seconds=time.perf_counter() - t0, compiled=int(compiled), loaded=int(loaded), fits=fits,
-                cache_dirs=sorted(dirs))
+                cache_dirs=sorted(dirs), unwarmed=unwarmed_kernels())
 
 
 if __name__ == "__main__":  # pragma: no cover

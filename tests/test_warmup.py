@@ -36,6 +36,7 @@ def test_warmup_fills_the_cache_and_a_later_fit_compiles_nothing(tmp_path):
                          env=env, cwd=str(REPO), capture_output=True, text=True, check=True)
     info = json.loads(out.stdout)
     assert info["compiled"] > 0  # the cache was empty
+    assert info["unwarmed"] == []  # every public kernel a fit can call, large-input-only ones included
     assert info["cache_dirs"] and all(d.startswith(str(tmp_path / "cache")) for d in info["cache_dirs"])
     assert any(p.suffix == ".nbi" for p in (tmp_path / "cache").rglob("*"))
     fit = subprocess.run([sys.executable, "-c", _FIT_ALL], env=env, cwd=str(REPO), capture_output=True, text=True,
@@ -43,3 +44,18 @@ def test_warmup_fills_the_cache_and_a_later_fit_compiles_nothing(tmp_path):
     stats = json.loads(fit.stdout.strip().splitlines()[-1])
     assert stats["compiled"] == 0, stats
     assert stats["loaded"] > 0
+
+
+def test_every_kernel_module_is_counted():
+    """The warm-up's bookkeeping sees the kernels of every plain-Python kernel module, k-FED's and
+    FeCA's piece merging included (they were missed before), each once."""
+    from fastfc._kernels import _kfed, _pieces
+    from fastfc.warmup import numba_dispatchers
+
+    names = {f"{d.py_func.__module__}.{d.py_func.__name__}" for d in numba_dispatchers()}
+    assert len(names) == len(numba_dispatchers())
+    assert f"{_kfed.__name__}.proximity_sums" in names
+    assert f"{_pieces.__name__}.pair_window_counts_from_products" in names
+    assert {d.py_func.__module__ for d in numba_dispatchers()} == {
+        "fastfc._kernels._cpl", "fastfc._kernels._feca", "fastfc._kernels._fedcref", "fastfc._kernels._kfed",
+        "fastfc._kernels._pieces"}
