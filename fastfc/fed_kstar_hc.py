@@ -421,7 +421,11 @@ def drop_small(labels: np.ndarray, n_min: int) -> np.ndarray:
         ``0..k'-1`` for kept subclusters (in their original order), -1 for
         rows set aside.
     """
-    labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    labels = np.asarray(labels)
+    if labels.size and labels.dtype.kind in "iu" and labels.min() >= 0:
+        labels = _dense_labels(labels, int(labels.max()) + 1)  # np.unique's inverse, without sorting
+    else:
+        labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
     counts = np.bincount(labels)
     keep = counts >= n_min
     keep[int(np.argmax(counts))] = True

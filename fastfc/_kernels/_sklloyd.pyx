@@ -480,7 +480,9 @@ def kmeanspp_greedy(X_arr, x_squared_norms, sample_weight, int n_clusters, rando
     summation loops are NumPy's, called as scikit-learn calls them (each step's candidate
     rows' squared norms by ``np.einsum("ij,ij->i", A, A)``, the products ``A @ X.T`` by
     ``matmul``, each candidate's potential by ``matmul(D, w[:, None])``, the first potential
-    by ``matmul(d0, w)``, the draws by ``random_state.choice`` / ``random_state.uniform``);
+    by ``matmul(d0, w)``, the first draw by ``random_state.choice``; scikit-learn's per-step
+    ``random_state.uniform(size=n_local_trials)`` are the same doubles as one ``random_sample`` of
+    all steps' draws, taken here at once);
     the element-wise steps between them are done here in scikit-learn's order
     (``((-2 g) + |a|^2) + |x|^2``, then ``max(., 0)``, then ``min(closest, .)``; the
     cumulative weighted distances ``w * closest`` summed serially, as ``np.cumsum``; each
@@ -558,8 +560,13 @@ def kmeanspp_greedy(X_arr, x_squared_norms, sample_weight, int n_clusters, rando
             closest[i] = v if v >= 0 else 0.0
     pot0 = matmul(closest_arr.reshape(1, n), sample_weight)
     pot_best = float(pot0[0])
+    # every step's draws at once: random_state.uniform(size=T) per step is T consecutive doubles of the
+    # stream, each 0 + 1 * u (the same values), so one draw of (k - 1) * T doubles gives them all, in order,
+    # and leaves random_state where the per-step draws would
+    cdef double[::1] rv_all = random_state.random_sample(size=(n_clusters - 1) * T) if n_clusters > 1 \
+        else np.empty(0)
     for c in range(1, n_clusters):
-        rv = random_state.uniform(size=T)
+        rv = rv_all[(c - 1) * T:c * T]
         with nogil:
             acc = 0.0
             for i in range(n):
