@@ -289,7 +289,7 @@ try:  # scikit-learn's Lloyd without the estimator's per-call validation (about 
     from sklearn.cluster._kmeans import _kmeans_single_lloyd  # noqa: F401  (its presence: the direct path)
     from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
-    from ._sklloyd import kmeans_plusplus, single_lloyd  # the same routines' arithmetic, compiled (same bits)
+    from ._sklloyd import kmeans_plusplus, random_state_of, single_lloyd  # the same routines' arithmetic (same bits)
 
     _HAVE_SKLEARN_LLOYD = True
 except ImportError:  # pragma: no cover - private API moved: the estimator
@@ -630,7 +630,7 @@ def server_kmeans(U: np.ndarray, n_clusters: int, init, *, n_init: int, max_iter
         return km.cluster_centers_, km.labels_, int(km.n_iter_)
     X = np.array(U, dtype=np.float64, order="C", copy=True)
     tol_abs = np.mean(np.var(X, axis=0)) * tol if tol != 0 else 0
-    rs = np.random.RandomState(random_state)
+    rs = random_state_of(random_state)  # np.random.RandomState(random_state), without its 0.7 ms
     sample_weight = np.ones(X.shape[0], dtype=X.dtype)
     n_threads = _openmp_effective_n_threads()
     if explicit:

@@ -291,3 +291,44 @@ def test_kmeans_fit_is_sklearn_kmeans_fit(copy_x):
                 [(type(m.message), str(m.message)) for m in w_ref]
             warned += bool(w_ref)
     assert warned  # the warning case was exercised
+
+
+def test_random_state_of_is_randomstate_of_the_seed():
+    """``random_state_of(seed)`` (one re-seeded generator per thread) has RandomState(seed)'s state and stream,
+    also after an earlier one was used, and in another thread at the same time."""
+    import threading
+
+    from fastfc._sklloyd import random_state_of
+
+    def same(a, b):
+        sa, sb = a.get_state(), b.get_state()
+        return all(np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y for x, y in zip(sa, sb))
+
+    seeds = [0, 1, 7, 123456, 2 ** 31 - 2, 2 ** 32 - 1, np.int64(99)]
+    for s in seeds:
+        got, ref = random_state_of(s), np.random.RandomState(s)
+        assert same(got, ref)
+        np.testing.assert_array_equal(got.random_sample(50), ref.random_sample(50))
+        assert got.choice(10, p=np.full(10, 0.1)) == ref.choice(10, p=np.full(10, 0.1))
+        np.testing.assert_array_equal(got.standard_normal(3), ref.standard_normal(3))
+    for bad in (None, -1, 2 ** 32):  # not a legacy int seed: RandomState's own behaviour (or error)
+        if bad is None:
+            assert isinstance(random_state_of(bad), np.random.RandomState)
+        else:
+            with pytest.raises(ValueError):
+                random_state_of(bad)
+    out = {}
+
+    def draw(i):
+        rs = random_state_of(1000 + i)
+        out[i] = [rs.random_sample(200) for _ in range(50)]
+
+    threads = [threading.Thread(target=draw, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        ref = np.random.RandomState(1000 + i)
+        for a in out[i]:
+            np.testing.assert_array_equal(a, ref.random_sample(200))
