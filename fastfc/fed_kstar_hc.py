@@ -111,6 +111,9 @@ _GAP_MAX_POINTS = 2000
 SNP_MAX_ROWS = 2048
 #: cap of the default subcluster budget per client (see ``FedKStarHC.n_micro``)
 MICRO_BUDGET_CAP = 50
+#: :func:`subcluster_statistics` without substitutes reduces all segments at once up to this many values
+#: (three n x d temporaries); larger clients go one subcluster at a time (the same bits either way)
+_STATS_SEGMENT_MAX = 1 << 20
 #: GCS constants of spec §3.3 (eps_b, eps_n, lambda, alpha_err, beta_err)
 GCS_EPS_B, GCS_EPS_N, GCS_LAMBDA, GCS_ALPHA_ERR, GCS_BETA_ERR = 0.06, 0.002, 200, 0.5, 5e-4
 #: guard of r_i + r_j in Eq. (21)
@@ -418,7 +421,11 @@ def drop_small(labels: np.ndarray, n_min: int) -> np.ndarray:
         ``0..k'-1`` for kept subclusters (in their original order), -1 for
         rows set aside.
     """
-    labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    labels = np.asarray(labels)
+    if labels.size and labels.dtype.kind in "iu" and labels.min() >= 0:
+        labels = _dense_labels(labels, int(labels.max()) + 1)  # np.unique's inverse, without sorting
+    else:
+        labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
     counts = np.bincount(labels)
     keep = counts >= n_min
     keep[int(np.argmax(counts))] = True
@@ -522,8 +529,10 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     :func:`fastfc._local_kmeans.lloyd`: rows split in fixed blocks, fixed reduction order),
     so the labels are the same bits for any thread count; they are not scikit-learn's
     ``KMeans`` bits (exact float64 distances instead of its ``||c||^2 - 2 x.c`` expansion).
-    Smaller clients run scikit-learn's ``KMeans`` on one thread, as up to issue 15 (the
-    choice depends on the shape only).
+    Smaller clients get scikit-learn's ``KMeans`` labels on one thread, bit for bit, from its
+    steps called directly (:func:`fastfc._sklloyd.kmeans_fit`: the estimator's validation and
+    its k-means++'s per-step NumPy dispatch were 3/4 of a 1,000-row client's time at k = 50;
+    issue 15) (the choice depends on the shape only).
 
     Clients of at least ``max(8192, 2 m)`` rows, ``m = max(1024, 40 k)``
     (:func:`fastfc._local_kmeans.subsample_size`; 2000 rows for ``k = 50``), run the
@@ -548,10 +557,9 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     -------
     labels : ndarray of shape (n,), int64, ``0..k'-1`` (none empty)
     """
-    from sklearn.cluster import KMeans
-
     from ._assign import assign_nearest
     from ._local_kmeans import kmeanspp, lloyd, subsample_rows, subsample_size, use_threaded_engine
+    from ._sklloyd import kmeans_fit
 
     k = max(1, min(k, _distinct_rows_up_to(X, k)))
     if k == 1:
@@ -578,8 +586,22 @@ def kmeans_partition(X: np.ndarray, rng: np.random.Generator, *, k: int, max_ite
     # scikit-learn's Lloyd sums in a thread-count-dependent order (centres differ in the last
     # bits between 1 and 2 threads): the estimator runs this in the base's pinned worker (one
     # OpenMP thread), so labels do not depend on the machine
-    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=seed, copy_x=not scratch).fit(X)
-    return np.unique(km.labels_, return_inverse=True)[1].astype(np.int64)
+    # KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=seed, copy_x=not scratch).fit(X), its
+    # steps called directly (the same bits: fastfc._sklloyd.kmeans_fit; the estimator for other inputs)
+    labels = kmeans_fit(X, k, max_iter=max_iter, random_state=seed, copy_x=not scratch)[0]
+    return _dense_labels(labels, k)
+
+
+def _dense_labels(labels: np.ndarray, k: int) -> np.ndarray:
+    """``np.unique(labels, return_inverse=True)[1]`` as int64 for labels in ``0..k-1``, without sorting.
+
+    The rank of each label among the labels present: the labels themselves when all ``k``
+    are present (the usual case), else their positions in the sorted present ones.
+    """
+    present = np.bincount(labels, minlength=k) > 0
+    if present.all():
+        return labels.astype(np.int64)
+    return (np.cumsum(present) - 1)[labels].astype(np.int64)
 
 
 def _distinct_rows_up_to(X: np.ndarray, k: int) -> int:
@@ -590,6 +612,15 @@ def _distinct_rows_up_to(X: np.ndarray, k: int) -> int:
     is a prefix of a few times ``k`` rows. Falls back to all rows.
     """
     n = X.shape[0]
+    q = min(n, 2 * k)
+    if q >= k >= 1 and X.ndim == 2 and X.shape[1] > 0:
+        # usually the first 2k rows already hold k distinct ones: counted by their bytes (zeros of either
+        # sign made +0 first, so equal finite values have equal bytes) instead of sorting 1024 rows
+        Z = np.asarray(X[:q]) + 0.0
+        if np.isfinite(Z).all():
+            Z = np.ascontiguousarray(Z)
+            if np.unique(Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel()).shape[0] >= k:
+                return k
     m = min(n, max(4 * k, 1024))
     while True:
         found = np.unique(X[:m], axis=0).shape[0]
@@ -642,9 +673,25 @@ def subcluster_statistics(
     stds = np.empty((k, d))
     subs = np.empty((int(sub_starts[-1]), d))
     first = np.zeros(1, dtype=np.intp)
+    segmented = bool(sub_starts[-1] == 0 and Xf.size <= _STATS_SEGMENT_MAX)
+    if segmented:
+        # no substitutes drawn and a small client: the segment reductions over all rows sorted by
+        # subcluster at once (the same element-wise steps and the same sequential sums as the loop
+        # below, so the same bits) instead of a dozen NumPy calls per subcluster (issue 15: the
+        # loop was a third of a 1,000-row client's time at k = 50)
+        Xs = Xf[order]
+        seg = starts[:-1]
+        means = np.add.reduceat(Xs, seg, axis=0) / counts[:, None]
+        dev = Xs - np.repeat(means, counts, axis=0)
+        del Xs
+        sq = dev * dev
+        del dev
+        radii = np.add.reduceat(np.sqrt(sq.sum(1)), seg) / counts
+        stds = np.sqrt(np.add.reduceat(sq, seg, axis=0) / denom[:, None])
+        del sq
     # one subcluster at a time (its rows gathered, then freed): the same sums, in the same order,
     # as segment reductions over all rows sorted by subcluster, without n x d temporaries
-    for g in range(k):
+    for g in range(0 if segmented else k):
         a, b = starts[g], starts[g + 1]
         Xg = Xf[order[a:b]]
         means[g] = np.add.reduceat(Xg, first, axis=0)[0] / counts[g]

@@ -289,7 +289,7 @@ try:  # scikit-learn's Lloyd without the estimator's per-call validation (about 
     from sklearn.cluster._kmeans import _kmeans_single_lloyd  # noqa: F401  (its presence: the direct path)
     from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
-    from ._sklloyd import single_lloyd  # the same routine's arithmetic, compiled (same bits)
+    from ._sklloyd import kmeans_plusplus, random_state_of, single_lloyd  # the same routines' arithmetic (same bits)
 
     _HAVE_SKLEARN_LLOYD = True
 except ImportError:  # pragma: no cover - private API moved: the estimator
@@ -594,8 +594,8 @@ def server_kmeans(U: np.ndarray, n_clusters: int, init, *, n_init: int, max_iter
 
     The server's k-means on the pooled local centres: the same operations as the estimator's
     ``fit`` for dense float64 data (a centred copy of ``U``, ``tol * mean(var(U))``, each start
-    seeded by scikit-learn's k-means++ from one ``RandomState(random_state)`` or by the given
-    centres, scikit-learn's Lloyd, a later start kept only when its inertia is lower and its
+    seeded by scikit-learn's k-means++ from one ``RandomState(random_state)``
+    (:func:`fastfc._sklloyd.kmeans_plusplus`) or by the given centres, scikit-learn's Lloyd, a later start kept only when its inertia is lower and its
     clustering differs, the same ConvergenceWarning when clusters end empty), without the
     estimator's per-call validation and with one BLAS thread limit for all starts instead of
     one per start, which dominate at the server's few dozen rows. Falls back to the estimator
@@ -630,7 +630,7 @@ def server_kmeans(U: np.ndarray, n_clusters: int, init, *, n_init: int, max_iter
         return km.cluster_centers_, km.labels_, int(km.n_iter_)
     X = np.array(U, dtype=np.float64, order="C", copy=True)
     tol_abs = np.mean(np.var(X, axis=0)) * tol if tol != 0 else 0
-    rs = np.random.RandomState(random_state)
+    rs = random_state_of(random_state)  # np.random.RandomState(random_state), without its 0.7 ms
     sample_weight = np.ones(X.shape[0], dtype=X.dtype)
     n_threads = _openmp_effective_n_threads()
     if explicit:
@@ -646,7 +646,7 @@ def server_kmeans(U: np.ndarray, n_clusters: int, init, *, n_init: int, max_iter
             if explicit:
                 centers0 = init
             else:
-                centers0, _ = kmeanspp_direct(X, n_clusters, rs, x_squared_norms, sample_weight)
+                centers0, _ = kmeans_plusplus(X, n_clusters, rs, x_squared_norms, sample_weight)
             labels, inertia, centers, n_iter = single_lloyd(X, sample_weight, centers0, max_iter=max_iter,
                                                             tol=tol_abs, n_threads=n_threads)
             if best is None or (inertia < best[1] and not _is_same_clustering(labels, best[0], n_clusters)):
@@ -683,7 +683,9 @@ def kmeanspp_direct(X: np.ndarray, n_clusters: int, random_state: np.random.Rand
     bit (tested against it); without the array-API dispatch and per-call checks of its
     distance helper, which cost more than the arithmetic at the server's few hundred
     pooled local centres (issue 15, "Small data"). For other inputs it calls
-    scikit-learn's routine.
+    scikit-learn's routine. The server now seeds through the compiled
+    :func:`fastfc._sklloyd.kmeans_plusplus` (the same seeds); this is its plain NumPy
+    reference in the tests.
 
     Parameters
     ----------

@@ -185,3 +185,49 @@ def test_distinct_rows_up_to():
     Y = rng.normal(size=(3000, 3))
     assert _distinct_rows_up_to(Y, 2000) == 2000
     assert _distinct_rows_up_to(np.ones((7, 2)), 3) == 1
+
+
+def test_distinct_rows_up_to_quick_path_is_np_unique():
+    """The byte-count of the first 2k rows (issue 15) gives ``min(k, distinct rows)`` as ``np.unique(axis=0)``
+    would: zeros of either sign are one value, float32 and strided rows included."""
+    rng = np.random.default_rng(3)
+    for t in range(1500):
+        n, d, k = int(rng.integers(1, 200)), int(rng.integers(1, 4)), int(rng.integers(1, 100))
+        X = rng.integers(-2, 3, size=(n, d)).astype(np.float64 if t % 2 else np.float32)
+        if t % 3 == 0:
+            X = X * 0.0 * rng.choice([-1.0, 1.0], size=(n, d))  # +0 and -0 only: one distinct value a feature
+        if t % 5 == 0:
+            X = np.asfortranarray(X)
+        assert _distinct_rows_up_to(X, k) == min(k, np.unique(X, axis=0).shape[0])
+
+
+def test_subcluster_statistics_segments_equal_loop(monkeypatch):
+    """Without substitutes a small client's statistics come from segment reductions over all rows at once
+    (issue 15); the one-subcluster-at-a-time loop of larger clients gives the same bits."""
+    import fastfc.fed_kstar_hc as khc
+
+    rng = np.random.default_rng(4)
+    for n, d, k in [(1000, 10, 50), (300, 3, 7), (5, 2, 5), (2000, 17, 120)]:
+        X = rng.normal(size=(n, d)) * rng.uniform(0.01, 100, d) + rng.uniform(-50, 50, d)
+        labels = rng.integers(0, k, n)
+        labels[:k] = np.arange(k)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            seg = subcluster_statistics(X, labels, np.random.default_rng(1), n_substitutes=0)
+            monkeypatch.setattr(khc, "_STATS_SEGMENT_MAX", -1)
+            loop = subcluster_statistics(X, labels, np.random.default_rng(1), n_substitutes=0)
+            monkeypatch.undo()
+        for a, b in zip(seg, loop):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_dense_labels_is_unique_inverse():
+    from fastfc.fed_kstar_hc import _dense_labels
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        k = int(rng.integers(1, 60))
+        labels = rng.choice(rng.choice(k, size=int(rng.integers(1, k + 1)), replace=False), size=300).astype(np.int32)
+        got = _dense_labels(labels, k)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, np.unique(labels, return_inverse=True)[1])

@@ -198,3 +198,137 @@ def test_top_eigenvectors_is_scipy_eigh_subset():
         got = _top_eigenvectors(gram, r)
         assert got.shape == ref.shape
         np.testing.assert_array_equal(got, ref)
+
+
+def _pp_problem(rng):
+    n = int(rng.integers(1, 1500))
+    d = int(rng.integers(1, 30))
+    k = int(rng.integers(1, min(n, 60) + 1))
+    X = rng.normal(size=(n, d)) * rng.uniform(0.1, 10, size=d)
+    if rng.random() < 0.2:
+        X = np.round(X)  # ties in the distances and duplicate rows
+    if rng.random() < 0.1:
+        X[: n // 2] = X[0]  # many rows on one point: zero potentials
+    X -= X.mean(axis=0)
+    w = np.ones(n) if rng.random() < 0.7 else rng.uniform(0.2, 3.0, size=n)
+    return X, k, w
+
+
+def test_kmeans_plusplus_kernel_is_sklearn_kmeans_plusplus():
+    """The compiled greedy k-means++ (Fed-k*-HC's micro-partition, k-FED's server) draws scikit-learn's
+    seeds from the same RandomState, leaves it in the same state, and equals the plain NumPy steps of
+    :func:`fastfc.kfed.kmeanspp_direct` (its reference)."""
+    from sklearn.cluster._kmeans import _kmeans_plusplus
+    from sklearn.utils.extmath import row_norms
+
+    from fastfc._sklloyd import kmeans_plusplus
+    from fastfc.kfed import kmeanspp_direct
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        X, k, w = _pp_problem(rng)
+        norms = row_norms(X, squared=True)
+        seed = int(rng.integers(1 << 30))
+        rs_ref, rs_got, rs_np = (np.random.RandomState(seed) for _ in range(3))
+        ref = _kmeans_plusplus(X, k, random_state=rs_ref, x_squared_norms=norms, sample_weight=w)
+        got = kmeans_plusplus(X, k, rs_got, norms, w)
+        plain = kmeanspp_direct(X, k, rs_np, norms, w)
+        for a in (got, plain):
+            np.testing.assert_array_equal(a[0], ref[0])
+            np.testing.assert_array_equal(a[1], ref[1])
+        assert rs_got.randint(1 << 30) == rs_ref.randint(1 << 30) == rs_np.randint(1 << 30)
+
+
+def test_kmeans_plusplus_falls_back_off_its_domain():
+    """float32 rows (and a Generator, which scikit-learn's routine rejects itself) go to scikit-learn."""
+    from sklearn.cluster._kmeans import _kmeans_plusplus
+    from sklearn.utils.extmath import row_norms
+
+    from fastfc._sklloyd import kmeans_plusplus
+
+    X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+    norms, w = row_norms(X, squared=True), np.ones(200, np.float32)
+    ref = _kmeans_plusplus(X, 7, random_state=np.random.RandomState(3), x_squared_norms=norms, sample_weight=w)
+    got = kmeans_plusplus(X, 7, np.random.RandomState(3), norms, w)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+
+
+@pytest.mark.parametrize("copy_x", [True, False])
+def test_kmeans_fit_is_sklearn_kmeans_fit(copy_x):
+    """``kmeans_fit`` (Fed-k*-HC's micro-partition of small clients) = ``KMeans(n_init=1).fit``: labels,
+    centres, inertia, iterations, the in-place change of ``X`` with ``copy_x=False``, and the
+    ConvergenceWarning on duplicate rows."""
+    import warnings
+
+    from sklearn.cluster import KMeans
+
+    from fastfc._sklloyd import kmeans_fit
+
+    rng = np.random.default_rng(12 + copy_x)
+    warned = 0
+    with pinned_worker():
+        for i in range(80):
+            X, k, _ = _pp_problem(rng)
+            X += rng.normal(size=X.shape[1]) * 5  # not centred
+            if i % 10 == 0 and X.shape[0] >= 4:
+                X = X[rng.integers(0, 3, size=X.shape[0])]  # three distinct rows: clusters end empty
+                k = max(k, 4)
+            max_iter = int(rng.choice([1, 5, 30, 300]))
+            X_ref, X_got = X.copy(), X.copy()
+            with warnings.catch_warnings(record=True) as w_ref:
+                warnings.simplefilter("always")
+                km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=i, copy_x=copy_x).fit(X_ref)
+            with warnings.catch_warnings(record=True) as w_got:
+                warnings.simplefilter("always")
+                labels, centers, inertia, n_iter = kmeans_fit(X_got, k, max_iter=max_iter, random_state=i,
+                                                              copy_x=copy_x)
+            np.testing.assert_array_equal(labels, km.labels_)
+            np.testing.assert_array_equal(centers, km.cluster_centers_)
+            assert inertia == km.inertia_ and n_iter == km.n_iter_
+            np.testing.assert_array_equal(X_got, X_ref)  # copy_x=False: the same rounding left in X
+            assert [(type(m.message), str(m.message)) for m in w_got] == \
+                [(type(m.message), str(m.message)) for m in w_ref]
+            warned += bool(w_ref)
+    assert warned  # the warning case was exercised
+
+
+def test_random_state_of_is_randomstate_of_the_seed():
+    """``random_state_of(seed)`` (one re-seeded generator per thread) has RandomState(seed)'s state and stream,
+    also after an earlier one was used, and in another thread at the same time."""
+    import threading
+
+    from fastfc._sklloyd import random_state_of
+
+    def same(a, b):
+        sa, sb = a.get_state(), b.get_state()
+        return all(np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y for x, y in zip(sa, sb))
+
+    seeds = [0, 1, 7, 123456, 2 ** 31 - 2, 2 ** 32 - 1, np.int64(99)]
+    for s in seeds:
+        got, ref = random_state_of(s), np.random.RandomState(s)
+        assert same(got, ref)
+        np.testing.assert_array_equal(got.random_sample(50), ref.random_sample(50))
+        assert got.choice(10, p=np.full(10, 0.1)) == ref.choice(10, p=np.full(10, 0.1))
+        np.testing.assert_array_equal(got.standard_normal(3), ref.standard_normal(3))
+    for bad in (None, -1, 2 ** 32):  # not a legacy int seed: RandomState's own behaviour (or error)
+        if bad is None:
+            assert isinstance(random_state_of(bad), np.random.RandomState)
+        else:
+            with pytest.raises(ValueError):
+                random_state_of(bad)
+    out = {}
+
+    def draw(i):
+        rs = random_state_of(1000 + i)
+        out[i] = [rs.random_sample(200) for _ in range(50)]
+
+    threads = [threading.Thread(target=draw, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        ref = np.random.RandomState(1000 + i)
+        for a in out[i]:
+            np.testing.assert_array_equal(a, ref.random_sample(200))

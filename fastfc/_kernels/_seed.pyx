@@ -120,6 +120,30 @@ cdef void _candidate_dists(
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
+cdef inline void _four_sums(const double* c, Py_ssize_t n, double* out) noexcept nogil:
+    """``out[t] = sum_i c[t * n + i]`` for t = 0..3, each summed serially in row order (from 0.0)."""
+    cdef const double* c1 = c + n
+    cdef const double* c2 = c1 + n
+    cdef const double* c3 = c2 + n
+    cdef double a0 = 0.0
+    cdef double a1 = 0.0
+    cdef double a2 = 0.0
+    cdef double a3 = 0.0
+    cdef Py_ssize_t i
+    for i in range(n):
+        a0 = a0 + c[i]
+        a1 = a1 + c1[i]
+        a2 = a2 + c2[i]
+        a3 = a3 + c3[i]
+    out[0] = a0
+    out[1] = a1
+    out[2] = a2
+    out[3] = a3
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
 cdef void _all_candidate_dists(
     const floating* X,
     Py_ssize_t n,
@@ -191,6 +215,7 @@ def kmeanspp_kernel(
     cdef Py_ssize_t k = seeds.shape[0]
     cdef Py_ssize_t c, t, i, best_t
     cdef Py_ssize_t rows[64]
+    cdef double pots[64]
     cdef double total, pot, best_pot
     cdef double* cp
     if n == 0 or k == 0:
@@ -220,13 +245,24 @@ def kmeanspp_kernel(
                     if rows[t] > n - 1:
                         rows[t] = n - 1
             _all_candidate_dists(&X[0, 0], n, d, rows, n_trials, &closest[0], &cand[0, 0], n_threads, chunk_size)
-            best_pot = 0.0
-            best_t = -1
-            for t in range(n_trials):
+            # each candidate's potential summed serially in row order; four candidates' sums side by side
+            # (independent chains, each in its own order: the same values, about four times the throughput
+            # of one chain at a time, whose additions wait on each other)
+            t = 0
+            while t + 4 <= n_trials:
+                _four_sums(&cand[t, 0], n, &pots[t])
+                t = t + 4
+            while t < n_trials:
                 cp = &cand[t, 0]
                 pot = 0.0
                 for i in range(n):
                     pot = pot + cp[i]
+                pots[t] = pot
+                t = t + 1
+            best_pot = 0.0
+            best_t = -1
+            for t in range(n_trials):
+                pot = pots[t]
                 if best_t < 0 or pot < best_pot:
                     best_pot = pot
                     best_t = t
