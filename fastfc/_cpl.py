@@ -166,6 +166,7 @@ def cpl(
     eps: float = 1e-12,
     keep_singletons: bool = False,
     n_threads: int = 1,
+    objective: bool = True,
 ) -> CPLResult:
     """Run competitive penalized learning (CPL) once.
 
@@ -210,6 +211,9 @@ def cpl(
         pass (a block of rows ahead, see :func:`fastfc._kernels._cpl.cpl_pass`), the feature
         weights' per-feature statistics and the per-feature sort run in parallel. The result
         is bit-identical for any thread count.
+    objective : bool, default=True
+        Compute :attr:`CPLResult.objective` (``O(n k' d)``, one exponential per row and
+        surviving candidate); ``False`` returns NaN there (a client's FCPL does not use it).
 
     Returns
     -------
@@ -298,10 +302,12 @@ def cpl(
     remap[act] = np.arange(act.shape[0], dtype=np.int64)
     labels = remap[y]
     centers = S[act] / cnt[act][:, None]
-    usable = ((cnt > 0) & (wnan == 0)).astype(np.uint8)
-    with numba_threads(n_threads) as nt:
-        objective = cpl_objective(X, y, C, Mw, usable, np.flatnonzero(usable).astype(np.int64), nt)
-    return CPLResult(np.ascontiguousarray(centers), labels, int(act.shape[0]), n_passes, float(objective))
+    J = np.nan
+    if objective:
+        usable = ((cnt > 0) & (wnan == 0)).astype(np.uint8)
+        with numba_threads(n_threads) as nt:
+            J = cpl_objective(X, y, C, Mw, usable, np.flatnonzero(usable).astype(np.int64), nt)
+    return CPLResult(np.ascontiguousarray(centers), labels, int(act.shape[0]), n_passes, float(J))
 
 
 def mcpl(
