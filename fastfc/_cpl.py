@@ -277,6 +277,7 @@ def cpl(
     live_idx = np.arange(k, dtype=np.int64)
     n_live = k
     wnan = np.zeros(k, dtype=np.uint8)
+    rv = np.full(n, -1, dtype=np.int32)  # each row's last rival: a hint for the next pass
     bufs = None
 
     wins_sum = float(k)
@@ -284,7 +285,7 @@ def cpl(
     with numba_threads(n_threads) as nt:
         for p in range(1, max_passes + 1):
             changed, n_live = cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live,
-                                       live_idx, n_live, inlist, wnan, float(eta), reference, nt)
+                                       live_idx, n_live, inlist, wnan, float(eta), reference, nt, rv)
             wins_sum += n
             n_passes = p
             if not changed or p >= max_passes:

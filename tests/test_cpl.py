@@ -493,6 +493,78 @@ def test_list_pass_equals_the_sequential_pass(case):
         np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
 
 
+@pytest.mark.parametrize("q", [1, 4, 7])
+def test_partial_distances_are_numpys_running_sums(q):
+    """The hinted pass's bounds: ``_live_partial_t`` gives, for every listed candidate, the
+    running sum of its first q weighted terms, exactly as a NumPy loop adds them (float64 only:
+    the CPL engine converts every input to float64)."""
+    from fastfc._kernels._cpl import _live_partial_t
+
+    rng = np.random.default_rng(3000 + q)
+    d = 10
+    X = rng.normal(size=(3, d)) * 10 ** rng.uniform(-3, 3, size=d)
+    C = rng.normal(size=(29, d))
+    Mw = rng.random((29, d))
+    CT, MwT = np.ascontiguousarray(C.T), np.ascontiguousarray(Mw.T)
+    for i in range(3):
+        out = np.full(29, np.nan)
+        _live_partial_t(X, i, CT, MwT, 23, q, out)
+        terms = Mw[:23] * (X[i] - C[:23]) ** 2
+        ref = terms[:, 0].copy()
+        for z in range(1, q):
+            ref += terms[:, z]
+        np.testing.assert_array_equal(out[:23], ref)
+        assert np.isnan(out[23:]).all()
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_row_hints_change_no_result(case):
+    """The sequential pass's per-row hints (each row's last rival, ``rv``) only order the work:
+    passes run with the hints they leave, with no hints, and with random (wrong) hints leave
+    every array of the state bit-identical (clustered, tied and duplicated rows; d < 16, where
+    the hints are used)."""
+    from fastfc._kernels import _cpl as K
+
+    rng = np.random.default_rng(900 + case)
+    n = int(rng.integers(300, 2500))
+    d = int(rng.integers(1, K._HINT_MAX_D))
+    k = int(rng.integers(K._HINT_MIN_LIVE + 2, 150))
+    X = _blobs(rng, n, d, int(rng.integers(2, 12)), spread=float(rng.uniform(0.5, 4)))
+    if case % 3 == 1:
+        X = np.round(X)  # many ties
+    elif case % 3 == 2:
+        X[n // 2:] = X[:n - n // 2]  # duplicated rows
+    seeds = rng.permutation(n)[:k]
+    states = []
+    for mode in ("carried", "none", "random"):
+        st = _one_pass_state(X, k, seeds)
+        rv = np.full(n, -1, dtype=np.int32)
+        n_live = k
+        wsum = float(k)
+        n_hinted = 0
+        for p in range(6):
+            if mode == "none":
+                rv[:] = -1
+            elif mode == "random":
+                rv[:] = rng.integers(-1, k, size=n)
+            n_hinted += int((rv >= 0).sum())
+            args = (X, st["S"], st["C"], st["cnt"], st["Mw"], st["theta"], st["logw"], st["wins"], wsum,
+                    st["y"], st["live"], st["live_idx"], n_live)
+            ch, n_live = K.cpl_pass(*args, np.ones(k, dtype=np.uint8), np.zeros(k, dtype=np.uint8),
+                                    0.05, 0, 1, rv)
+            wsum += n
+            bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
+            K.cpl_feature_weights(X, st["y"], st["cnt"], st["C"], st["Mw"], st["live"], np.zeros(k, np.uint8),
+                                  st["theta"], 0, 1e-12, *bufs)
+            n_live = K.cpl_compact_live(st["live"], st["live_idx"], np.ones(k, dtype=np.uint8))
+        if mode != "none":
+            assert n_hinted > 0
+        states.append(st)
+    for st in states[1:]:
+        for key in states[0]:
+            np.testing.assert_array_equal(states[0][key], st[key], err_msg=key)
+
+
 @pytest.mark.parametrize("case", range(4))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_cpl_is_bit_identical_on_two_threads_random(case, dtype):
