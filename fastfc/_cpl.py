@@ -282,8 +282,15 @@ def cpl(
 
     wins_sum = float(k)
     n_passes = 0
+    # feature weights of a later pass recompute only the candidates whose members changed
+    # since the previous weights (the others' statistics are the same bits)
+    y_prev = np.empty(n, dtype=np.int64)
+    dirty = np.zeros(k, dtype=np.uint8)
+    fw_done = False
     with numba_threads(n_threads) as nt:
         for p in range(1, max_passes + 1):
+            if fw_done:
+                y_prev[:] = y
             changed, n_live = cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live,
                                        live_idx, n_live, inlist, wnan, float(eta), reference, nt, rv)
             wins_sum += n
@@ -294,8 +301,15 @@ def cpl(
                 bufs = [np.empty((k, d)) for _ in range(6)]
                 bufs.append(np.empty((7, d)))
                 bufs.append(np.empty((2, d), dtype=np.int64))
+            if fw_done:
+                dirty[:] = 0
+                moved = y_prev != y
+                dirty[y_prev[moved]] = 1
+                dirty[y[moved]] = 1
             cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, float(eps), *bufs,
-                                int(bool(keep_singletons) and not reference), nt)
+                                int(bool(keep_singletons) and not reference), nt,
+                                dirty if fw_done else None)
+            fw_done = True
             n_live = cpl_compact_live(live, live_idx, inlist)
 
     act = np.flatnonzero(cnt > 0)

@@ -680,3 +680,65 @@ def test_column_moments_and_shift_scale_match_numpy(shape, dtype):
     Z = np.empty(shape)
     shift_scale_rows(X, mean, scale, Z)
     np.testing.assert_array_equal(Z, (X - mean) / scale)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+@pytest.mark.parametrize("reference", [0, 1])
+def test_feature_weights_of_changed_clusters_only_equal_a_full_update(reference, nt):
+    """A later pass's weights recompute only the clusters whose members changed (``dirty``),
+    keeping the others' statistics from the previous call on the same buffers: the weights,
+    flags and statistics are the same bits as a full update on fresh buffers (some clusters
+    gain rows, some lose them, one empties, the rest are untouched)."""
+    from fastfc._kernels._cpl import cpl_feature_weights
+    import numba
+
+    rng = np.random.default_rng(12 + reference)
+    n, d, k = 1500, 7, 14
+    X = _blobs(rng, n, d, 5)
+    y0 = rng.integers(k, size=n).astype(np.int64)
+
+    def state(y):
+        cnt = np.bincount(y, minlength=k).astype(np.int64)
+        C = np.array([X[y == j].mean(0) if cnt[j] else np.zeros(d) for j in range(k)])
+        return cnt, C
+
+    def run(y, cnt, C, bufs, dirty):
+        Mw = np.full((k, d), 1.0 / d)
+        live = (cnt > 0).astype(np.uint8)
+        wnan = np.zeros(k, dtype=np.uint8)
+        prev = numba.get_num_threads()
+        numba.set_num_threads(min(nt, numba.config.NUMBA_NUM_THREADS))
+        try:
+            cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, np.ones(k), reference, 1e-12, *bufs, 0, nt, dirty)
+        finally:
+            numba.set_num_threads(prev)
+        return Mw, live, wnan
+
+    def fresh():
+        return [np.full((k, d), np.nan) for _ in range(6)] + [np.full((7, d), np.nan), np.zeros((2, d), np.int64)]
+
+    cnt0, C0 = state(y0)
+    kept = fresh()
+    run(y0, cnt0, C0, kept, None)
+    y1 = y0.copy()
+    moved = rng.choice(np.flatnonzero((y0 >= 5) & (y0 <= 7)), size=60, replace=False)
+    y1[moved] = rng.integers(0, 5, size=60)  # clusters 5..7 lose rows to 0..4
+    y1[y1 == 9] = 10  # cluster 9 empties
+    cnt1, C1 = state(y1)
+    C1[cnt1 > 0] = np.where((np.bincount(y1[y1 != y0], minlength=k) + np.bincount(y0[y1 != y0], minlength=k))[:, None] > 0,
+                            C1, C0)[cnt1 > 0]  # an unchanged cluster keeps its centroid's bits
+    dirty = np.zeros(k, dtype=np.uint8)
+    ch = y1 != y0
+    dirty[y0[ch]] = 1
+    dirty[y1[ch]] = 1
+    assert 0 < dirty.sum() < k
+    got = run(y1, cnt1, C1, kept, dirty)
+    full_bufs = fresh()
+    want = run(y1, cnt1, C1, full_bufs, None)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    used = cnt1 > 0
+    for a, b in zip(kept[:6], full_bufs[:6]):
+        np.testing.assert_array_equal(a[used], b[used])
+    np.testing.assert_array_equal(kept[6], full_bufs[6])
+    np.testing.assert_array_equal(kept[7], full_bufs[7])

@@ -1693,7 +1693,8 @@ def cpl_compact_live(live, live_idx, inlist):
 # CPL: feature weights (fed_hire.md §3.1.5, robust rules §3.1.7, reference NaN rules §3.1.6)
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, z0, z1):
+def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, z0, z1,
+                dirty, full):
     """The per-feature statistics of :func:`cpl_feature_weights` for features ``z0 .. z1-1``.
 
     Per cluster and feature: sums, minima, maxima, means, centred within sums of squares and
@@ -1701,6 +1702,13 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     complement extremes (``b_feat``, ``b_jext``). Each statistic is accumulated over the rows
     in order and depends on its own feature only, so any split of the features gives the
     same bits.
+
+    ``full`` 0: only the clusters with ``dirty[j] != 0`` are recomputed (rows of the others
+    are skipped), and the per-feature totals, mean and total sum of squares (which do not
+    depend on the labels) are kept from the buffers; the other clusters' rows of the buffers
+    must hold their statistics from an earlier call with the same members and the same
+    centroid ``C[j]`` (then they are the same bits: the same rows, in the same order).
+    ``full`` 1: everything is computed (``dirty`` ignored).
     """
     n = X.shape[0]
     k = cnt.shape[0]
@@ -1726,36 +1734,61 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     l_Q = np.zeros(w)
     l_mall = np.zeros(w)
     # pass A: sums, extremes, totals
-    for i in range(n):
-        j = y[i]
+    if full != 0:
+        for i in range(n):
+            j = y[i]
+            for c in range(w):
+                x = X[i, z0 + c]
+                l_sum[j, c] += x
+                l_T[c] += x
+                if x < l_min[j, c]:
+                    l_min[j, c] = x
+                if x > l_max[j, c]:
+                    l_max[j, c] = x
         for c in range(w):
-            x = X[i, z0 + c]
-            l_sum[j, c] += x
-            l_T[c] += x
-            if x < l_min[j, c]:
-                l_min[j, c] = x
-            if x > l_max[j, c]:
-                l_max[j, c] = x
-    for c in range(w):
-        l_mall[c] = l_T[c] / n
+            l_mall[c] = l_T[c] / n
+    else:
+        for i in range(n):
+            j = y[i]
+            if dirty[j] == 0:
+                continue
+            for c in range(w):
+                x = X[i, z0 + c]
+                l_sum[j, c] += x
+                if x < l_min[j, c]:
+                    l_min[j, c] = x
+                if x > l_max[j, c]:
+                    l_max[j, c] = x
     for j in range(k):
         if cnt[j] > 0:
             m = cnt[j]
             for c in range(w):
                 l_mu[j, c] = l_sum[j, c] / m
     # pass B: centred within sums of squares, Gaussian within scores, total spread
-    for i in range(n):
-        j = y[i]
-        for c in range(w):
-            x = X[i, z0 + c]
-            dv = x - l_mu[j, c]
-            l_q[j, c] += dv * dv
-            dc = x - C[j, z0 + c]
-            l_g[j, c] += math.exp(-0.5 * dc * dc)
-            da = x - l_mall[c]
-            l_Q[c] += da * da
+    if full != 0:
+        for i in range(n):
+            j = y[i]
+            for c in range(w):
+                x = X[i, z0 + c]
+                dv = x - l_mu[j, c]
+                l_q[j, c] += dv * dv
+                dc = x - C[j, z0 + c]
+                l_g[j, c] += math.exp(-0.5 * dc * dc)
+                da = x - l_mall[c]
+                l_Q[c] += da * da
+    else:
+        for i in range(n):
+            j = y[i]
+            if dirty[j] == 0:
+                continue
+            for c in range(w):
+                x = X[i, z0 + c]
+                dv = x - l_mu[j, c]
+                l_q[j, c] += dv * dv
+                dc = x - C[j, z0 + c]
+                l_g[j, c] += math.exp(-0.5 * dc * dc)
     for j in range(k):
-        if cnt[j] > 0:
+        if cnt[j] > 0 and (full != 0 or dirty[j] != 0):
             for c in range(w):
                 z = z0 + c
                 b_sum[j, z] = l_sum[j, c]
@@ -1764,10 +1797,11 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
                 b_g[j, z] = l_g[j, c]
                 b_min[j, z] = l_min[j, c]
                 b_max[j, z] = l_max[j, c]
-    for c in range(w):
-        T[z0 + c] = l_T[c]
-        mu_all[z0 + c] = l_mall[c]
-        Qall[z0 + c] = l_Q[c]
+    if full != 0:
+        for c in range(w):
+            T[z0 + c] = l_T[c]
+            mu_all[z0 + c] = l_mall[c]
+            Qall[z0 + c] = l_Q[c]
     # complement extremes from the clusters' own extremes (O(k) per feature, no sort): the
     # complement of j holds the global minimum unless j is the first cluster holding it, whose
     # complement's minimum is the smallest minimum of the other non-empty clusters (NaN: none)
@@ -1805,30 +1839,38 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
 
 
 @numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, P):
+def _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, P, dirty, full):
     """:func:`_fw_columns` over all features, cut into ``P`` contiguous ranges run in parallel."""
     d = X.shape[1]
     for p in numba.prange(P):
         _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
-                    p * d // P, (p + 1) * d // P)
+                    p * d // P, (p + 1) * d // P, dirty, full)
 
 
 def cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
                         b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0,
-                        n_threads=1):
+                        n_threads=1, dirty=None):
     """Recompute the feature weights ``Mw`` from the current partition in ``O(n d + k d)``.
 
     The per-feature statistics come from :func:`_fw_columns_par` (``n_threads > 1`` and
     ``d > 1``) or :func:`_fw_columns`, chosen here in Python so that a first fit compiles
     only the kernel it runs; :func:`_fw_weights` then turns them into ``Mw``. Parameters and
     notes: :func:`_fw_weights`.
+
+    ``dirty`` (k,) uint8 or None: None (every statistic computed) or the clusters whose
+    members changed since the previous call *with the same buffers* (the others' statistics
+    are kept from it, see :func:`_fw_columns`; then ``O(d)`` per row of a changed cluster,
+    ``O(1)`` per other row). The weights are the same bits either way.
     """
     d = X.shape[1]
+    full = 1 if dirty is None else 0
+    if dirty is None:
+        dirty = np.ones(cnt.shape[0], dtype=np.uint8)
     if n_threads > 1 and d > 1:
         _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
-                        min(n_threads, d))
+                        min(n_threads, d), dirty, full)
     else:
-        _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d)
+        _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d, dirty, full)
     _fw_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
                 b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons)
 
