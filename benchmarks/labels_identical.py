@@ -37,6 +37,8 @@ CASES = [
     ("feca-default", "feca", {}),
     ("fedhire-default", "fedhire", {}),
     ("gold-default", "gold", {}),
+    ("fedhire-reference", "fedhire", dict(semantics="reference")),
+    ("gold-reference", "gold", dict(semantics="reference")),
     ("fedkstarhc-default", "fedkstarhc", {}),
     ("fedkstarhc-paper", "fedkstarhc", dict(mode="paper")),
 ]

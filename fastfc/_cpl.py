@@ -166,6 +166,7 @@ def cpl(
     eps: float = 1e-12,
     keep_singletons: bool = False,
     n_threads: int = 1,
+    objective: bool = True,
 ) -> CPLResult:
     """Run competitive penalized learning (CPL) once.
 
@@ -210,6 +211,9 @@ def cpl(
         pass (a block of rows ahead, see :func:`fastfc._kernels._cpl.cpl_pass`), the feature
         weights' per-feature statistics and the per-feature sort run in parallel. The result
         is bit-identical for any thread count.
+    objective : bool, default=True
+        Compute :attr:`CPLResult.objective` (``O(n k' d)``, one exponential per row and
+        surviving candidate); ``False`` returns NaN there (a client's FCPL does not use it).
 
     Returns
     -------
@@ -273,14 +277,22 @@ def cpl(
     live_idx = np.arange(k, dtype=np.int64)
     n_live = k
     wnan = np.zeros(k, dtype=np.uint8)
+    rv = np.full(n, -1, dtype=np.int32)  # each row's last rival: a hint for the next pass
     bufs = None
 
     wins_sum = float(k)
     n_passes = 0
+    # feature weights of a later pass recompute only the candidates whose members changed
+    # since the previous weights (the others' statistics are the same bits)
+    y_prev = np.empty(n, dtype=np.int64)
+    dirty = np.zeros(k, dtype=np.uint8)
+    fw_done = False
     with numba_threads(n_threads) as nt:
         for p in range(1, max_passes + 1):
+            if fw_done:
+                y_prev[:] = y
             changed, n_live = cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live,
-                                       live_idx, n_live, inlist, wnan, float(eta), reference, nt)
+                                       live_idx, n_live, inlist, wnan, float(eta), reference, nt, rv)
             wins_sum += n
             n_passes = p
             if not changed or p >= max_passes:
@@ -289,8 +301,15 @@ def cpl(
                 bufs = [np.empty((k, d)) for _ in range(6)]
                 bufs.append(np.empty((7, d)))
                 bufs.append(np.empty((2, d), dtype=np.int64))
+            if fw_done:
+                dirty[:] = 0
+                moved = y_prev != y
+                dirty[y_prev[moved]] = 1
+                dirty[y[moved]] = 1
             cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, float(eps), *bufs,
-                                int(bool(keep_singletons) and not reference), nt)
+                                int(bool(keep_singletons) and not reference), nt,
+                                dirty if fw_done else None)
+            fw_done = True
             n_live = cpl_compact_live(live, live_idx, inlist)
 
     act = np.flatnonzero(cnt > 0)
@@ -298,10 +317,12 @@ def cpl(
     remap[act] = np.arange(act.shape[0], dtype=np.int64)
     labels = remap[y]
     centers = S[act] / cnt[act][:, None]
-    usable = ((cnt > 0) & (wnan == 0)).astype(np.uint8)
-    with numba_threads(n_threads) as nt:
-        objective = cpl_objective(X, y, C, Mw, usable, np.flatnonzero(usable).astype(np.int64), nt)
-    return CPLResult(np.ascontiguousarray(centers), labels, int(act.shape[0]), n_passes, float(objective))
+    J = np.nan
+    if objective:
+        usable = ((cnt > 0) & (wnan == 0)).astype(np.uint8)
+        with numba_threads(n_threads) as nt:
+            J = cpl_objective(X, y, C, Mw, usable, np.flatnonzero(usable).astype(np.int64), nt)
+    return CPLResult(np.ascontiguousarray(centers), labels, int(act.shape[0]), n_passes, float(J))
 
 
 def mcpl(

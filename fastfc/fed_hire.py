@@ -191,6 +191,7 @@ def fcpl_client(
     semantics: str = "robust",
     standardize: bool = False,
     n_threads: int = 1,
+    objective: bool = True,
 ):
     """FCPL on one client: CPL from ``min(round(ratio * n), max_candidates)`` candidates.
 
@@ -209,6 +210,9 @@ def fcpl_client(
         the units of any feature.
     n_threads : int, default=1
         Threads of the CPL kernels (results do not depend on it).
+    objective : bool, default=True
+        Compute the CPL objective of the result (:func:`fastfc._cpl.cpl`); the estimators'
+        client phase does not use it and passes ``False`` (NaN).
 
     Returns
     -------
@@ -232,10 +236,10 @@ def fcpl_client(
     seeds = rng.permutation(n)[:k] if k > 1 else np.zeros(1, dtype=np.int64)
     if not standardize:
         return cpl(X, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
-                   n_threads=n_threads)
+                   n_threads=n_threads, objective=objective)
     Xs, mean, scale = standardize_rows(X, _CLIENT_BANDWIDTH)
     res = cpl(Xs, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
-              n_threads=n_threads)
+              n_threads=n_threads, objective=objective)
     return res._replace(centers=np.ascontiguousarray(res.centers * scale + mean))
 
 
@@ -683,7 +687,7 @@ class FedHIRE(BaseFederatedClusterer):
         res = fcpl_client(
             X, rng, ratio=self.client_ratio, max_candidates=self._candidate_cap(X.shape[0]), eta=self.eta,
             max_passes=self.max_passes, semantics=self.semantics, standardize=self._standardize(),
-            n_threads=n_threads,
+            n_threads=n_threads, objective=False,
         )
         return FedHIRESummary(centers=res.centers, n_features=X.shape[1]), {"labels": res.labels}
 

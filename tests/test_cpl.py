@@ -493,6 +493,78 @@ def test_list_pass_equals_the_sequential_pass(case):
         np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
 
 
+@pytest.mark.parametrize("q", [1, 4, 7])
+def test_partial_distances_are_numpys_running_sums(q):
+    """The hinted pass's bounds: ``_live_partial_t`` gives, for every listed candidate, the
+    running sum of its first q weighted terms, exactly as a NumPy loop adds them (float64 only:
+    the CPL engine converts every input to float64)."""
+    from fastfc._kernels._cpl import _live_partial_t
+
+    rng = np.random.default_rng(3000 + q)
+    d = 10
+    X = rng.normal(size=(3, d)) * 10 ** rng.uniform(-3, 3, size=d)
+    C = rng.normal(size=(29, d))
+    Mw = rng.random((29, d))
+    CT, MwT = np.ascontiguousarray(C.T), np.ascontiguousarray(Mw.T)
+    for i in range(3):
+        out = np.full(29, np.nan)
+        _live_partial_t(X, i, CT, MwT, 23, q, out)
+        terms = Mw[:23] * (X[i] - C[:23]) ** 2
+        ref = terms[:, 0].copy()
+        for z in range(1, q):
+            ref += terms[:, z]
+        np.testing.assert_array_equal(out[:23], ref)
+        assert np.isnan(out[23:]).all()
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_row_hints_change_no_result(case):
+    """The sequential pass's per-row hints (each row's last rival, ``rv``) only order the work:
+    passes run with the hints they leave, with no hints, and with random (wrong) hints leave
+    every array of the state bit-identical (clustered, tied and duplicated rows; d < 16, where
+    the hints are used)."""
+    from fastfc._kernels import _cpl as K
+
+    rng = np.random.default_rng(900 + case)
+    n = int(rng.integers(300, 2500))
+    d = int(rng.integers(1, K._HINT_MAX_D))
+    k = int(rng.integers(K._HINT_MIN_LIVE + 2, 150))
+    X = _blobs(rng, n, d, int(rng.integers(2, 12)), spread=float(rng.uniform(0.5, 4)))
+    if case % 3 == 1:
+        X = np.round(X)  # many ties
+    elif case % 3 == 2:
+        X[n // 2:] = X[:n - n // 2]  # duplicated rows
+    seeds = rng.permutation(n)[:k]
+    states = []
+    for mode in ("carried", "none", "random"):
+        st = _one_pass_state(X, k, seeds)
+        rv = np.full(n, -1, dtype=np.int32)
+        n_live = k
+        wsum = float(k)
+        n_hinted = 0
+        for p in range(6):
+            if mode == "none":
+                rv[:] = -1
+            elif mode == "random":
+                rv[:] = rng.integers(-1, k, size=n)
+            n_hinted += int((rv >= 0).sum())
+            args = (X, st["S"], st["C"], st["cnt"], st["Mw"], st["theta"], st["logw"], st["wins"], wsum,
+                    st["y"], st["live"], st["live_idx"], n_live)
+            ch, n_live = K.cpl_pass(*args, np.ones(k, dtype=np.uint8), np.zeros(k, dtype=np.uint8),
+                                    0.05, 0, 1, rv)
+            wsum += n
+            bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
+            K.cpl_feature_weights(X, st["y"], st["cnt"], st["C"], st["Mw"], st["live"], np.zeros(k, np.uint8),
+                                  st["theta"], 0, 1e-12, *bufs)
+            n_live = K.cpl_compact_live(st["live"], st["live_idx"], np.ones(k, dtype=np.uint8))
+        if mode != "none":
+            assert n_hinted > 0
+        states.append(st)
+    for st in states[1:]:
+        for key in states[0]:
+            np.testing.assert_array_equal(states[0][key], st[key], err_msg=key)
+
+
 @pytest.mark.parametrize("case", range(4))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_cpl_is_bit_identical_on_two_threads_random(case, dtype):
@@ -608,3 +680,65 @@ def test_column_moments_and_shift_scale_match_numpy(shape, dtype):
     Z = np.empty(shape)
     shift_scale_rows(X, mean, scale, Z)
     np.testing.assert_array_equal(Z, (X - mean) / scale)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+@pytest.mark.parametrize("reference", [0, 1])
+def test_feature_weights_of_changed_clusters_only_equal_a_full_update(reference, nt):
+    """A later pass's weights recompute only the clusters whose members changed (``dirty``),
+    keeping the others' statistics from the previous call on the same buffers: the weights,
+    flags and statistics are the same bits as a full update on fresh buffers (some clusters
+    gain rows, some lose them, one empties, the rest are untouched)."""
+    from fastfc._kernels._cpl import cpl_feature_weights
+    import numba
+
+    rng = np.random.default_rng(12 + reference)
+    n, d, k = 1500, 7, 14
+    X = _blobs(rng, n, d, 5)
+    y0 = rng.integers(k, size=n).astype(np.int64)
+
+    def state(y):
+        cnt = np.bincount(y, minlength=k).astype(np.int64)
+        C = np.array([X[y == j].mean(0) if cnt[j] else np.zeros(d) for j in range(k)])
+        return cnt, C
+
+    def run(y, cnt, C, bufs, dirty):
+        Mw = np.full((k, d), 1.0 / d)
+        live = (cnt > 0).astype(np.uint8)
+        wnan = np.zeros(k, dtype=np.uint8)
+        prev = numba.get_num_threads()
+        numba.set_num_threads(min(nt, numba.config.NUMBA_NUM_THREADS))
+        try:
+            cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, np.ones(k), reference, 1e-12, *bufs, 0, nt, dirty)
+        finally:
+            numba.set_num_threads(prev)
+        return Mw, live, wnan
+
+    def fresh():
+        return [np.full((k, d), np.nan) for _ in range(6)] + [np.full((7, d), np.nan), np.zeros((2, d), np.int64)]
+
+    cnt0, C0 = state(y0)
+    kept = fresh()
+    run(y0, cnt0, C0, kept, None)
+    y1 = y0.copy()
+    moved = rng.choice(np.flatnonzero((y0 >= 5) & (y0 <= 7)), size=60, replace=False)
+    y1[moved] = rng.integers(0, 5, size=60)  # clusters 5..7 lose rows to 0..4
+    y1[y1 == 9] = 10  # cluster 9 empties
+    cnt1, C1 = state(y1)
+    C1[cnt1 > 0] = np.where((np.bincount(y1[y1 != y0], minlength=k) + np.bincount(y0[y1 != y0], minlength=k))[:, None] > 0,
+                            C1, C0)[cnt1 > 0]  # an unchanged cluster keeps its centroid's bits
+    dirty = np.zeros(k, dtype=np.uint8)
+    ch = y1 != y0
+    dirty[y0[ch]] = 1
+    dirty[y1[ch]] = 1
+    assert 0 < dirty.sum() < k
+    got = run(y1, cnt1, C1, kept, dirty)
+    full_bufs = fresh()
+    want = run(y1, cnt1, C1, full_bufs, None)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    used = cnt1 > 0
+    for a, b in zip(kept[:6], full_bufs[:6]):
+        np.testing.assert_array_equal(a[used], b[used])
+    np.testing.assert_array_equal(kept[6], full_bufs[6])
+    np.testing.assert_array_equal(kept[7], full_bufs[7])
