@@ -975,44 +975,6 @@ cdef extern from *:
     FASTFC_SQNORMS(fastfc_sqnorms_f64, double)
     FASTFC_ACCUMULATE(fastfc_accumulate_f32, float)
     FASTFC_ACCUMULATE(fastfc_accumulate_f64, double)
-    /* The screen of one chunk, row-vectorised. A: m x k screened products, row-major
-       (A[r k + j] = x_r . B_j, float32 or float64); e: the k offsets; sq: the rows' squared centred
-       norms. Writes A64[j m + r] = e_j - 2 x_r . B_j (float64, column-major: A64 must not be A), thr[r] = min_j + slack_r, and
-       lab[r] = the argmin when it is the only value <= thr[r], else -1 (several candidates, or NaN). */
-    #define FASTFC_SCREEN(NAME, T)                                                               \
-    FASTFC_CLONES static void NAME(const T* A, double* A64, Py_ssize_t m, Py_ssize_t k,         \
-                                   const double* e, const double* sq, double infl, double mu_norm, \
-                                   double c1, double c2, double c3, double cadd, double* best,    \
-                                   double* thr, double* cnt, int* lab) {                         \
-        for (Py_ssize_t r = 0; r < m; r++) {                                                     \
-            double xs = sqrt(sq[r]) * infl + mu_norm;                                            \
-            double t = xs + c2;                                                                  \
-            thr[r] = c1 * xs + c3 * t * t + cadd;                                                \
-        }                                                                                        \
-        for (Py_ssize_t r = 0; r < m; r++) {                                                     \
-            const T* g = A + r * k;                                                              \
-            for (Py_ssize_t j = 0; j < k; j++) A64[j * m + r] = e[j] - 2 * (double)g[j];         \
-        }                                                                                        \
-        for (Py_ssize_t r = 0; r < m; r++) { best[r] = A64[r]; cnt[r] = 0.0; }                   \
-        for (Py_ssize_t j = 1; j < k; j++) {                                                     \
-            const double* a = A64 + j * m;                                                       \
-            for (Py_ssize_t r = 0; r < m; r++) best[r] = a[r] < best[r] ? a[r] : best[r];        \
-        }                                                                                        \
-        for (Py_ssize_t r = 0; r < m; r++) { thr[r] = best[r] + thr[r]; best[r] = -1.0; }        \
-        /* from the last centre down: the count of candidates and the lowest one (in best) */    \
-        for (Py_ssize_t j = k - 1; j >= 0; j--) {                                                \
-            const double* a = A64 + j * m;                                                       \
-            double jd = (double)j;                                                               \
-            for (Py_ssize_t r = 0; r < m; r++) {                                                 \
-                int in = a[r] <= thr[r];                                                         \
-                cnt[r] += in ? 1.0 : 0.0;                                                        \
-                best[r] = in ? jd : best[r];                                                     \
-            }                                                                                    \
-        }                                                                                        \
-        for (Py_ssize_t r = 0; r < m; r++) lab[r] = cnt[r] == 1.0 ? (int)best[r] : -1;           \
-    }
-    FASTFC_SCREEN(fastfc_screen_f32, float)
-    FASTFC_SCREEN(fastfc_screen_f64, double)
     """
     double fastfc_sqnorms_f32(const float* X, Py_ssize_t m, Py_ssize_t d, const double* w, int weighted,
                               const double* mu, double* out) noexcept nogil
@@ -1022,12 +984,6 @@ cdef extern from *:
                                double* sums) noexcept nogil
     void fastfc_accumulate_f64(const double* X, Py_ssize_t m, Py_ssize_t d, const int* lab,
                                double* sums) noexcept nogil
-    void fastfc_screen_f32(const float* A, double* A64, Py_ssize_t m, Py_ssize_t k, const double* e,
-                           const double* sq, double infl, double mu_norm, double c1, double c2, double c3,
-                           double cadd, double* best, double* thr, double* cnt, int* lab) noexcept nogil
-    void fastfc_screen_f64(const double* A, double* A64, Py_ssize_t m, Py_ssize_t k, const double* e,
-                           const double* sq, double infl, double mu_norm, double c1, double c2, double c3,
-                           double cadd, double* best, double* thr, double* cnt, int* lab) noexcept nogil
 
 
 cdef struct RoundProblem:
@@ -1055,10 +1011,6 @@ cdef struct RoundWork:
     int* pidx      # chunk x k
     double* sq     # chunk: ||x w - mu||^2 of each row
     int* lab       # chunk: the rows' labels
-    double* A      # k x m: screened values, column-major
-    double* best   # chunk
-    double* thr    # chunk
-    double* cnt    # chunk
 
 
 @cython.boundscheck(False)
@@ -1142,7 +1094,7 @@ cdef void _round_block(
     cdef double* srow
     cdef double* grow
     cdef const float* g32
-    cdef double t0, t1, t2, t3, s0, s1, s2, s3, xs, xn, xmax, slack, best_d, dd
+    cdef double t0, t1, t2, t3, s0, s1, s2, s3, xs, xn, xmax, slack, best_d, dd, c1, c2, c3, cadd
     cdef bint f32
     cdef char transa = b'T'
     cdef char transb = b'N'
@@ -1195,28 +1147,50 @@ cdef void _round_block(
         if f32:
             # screened value within (d + 2) eps32 ||x w|| ||C_j - mu|| + float64 roundings and float32
             # underflow (2^-150 per operation); exact distances within (d + 4) u64 (||x w|| + ||C_j||)^2
-            fastfc_screen_f32(W.G32, W.A, m, k, P.e32, W.sq, infl, P.mu_norm,
-                              2 * (d + 3) * <double>FLT_EPSILON * P.cmaxs, P.cmax + P.cmaxs,
-                              2 * (d + 6) * DBL_EPSILON, 8 * (d + 1) * F32_TINY, W.best, W.thr, W.cnt, W.lab)
+            c1 = 2 * (d + 3) * <double>FLT_EPSILON * P.cmaxs
+            c2 = P.cmax + P.cmaxs
+            cadd = 8 * (d + 1) * F32_TINY
         else:
             # screened value and exact distance each within (d + 5) u (||x w|| + ||C_j||)^2
-            fastfc_screen_f64(W.G, W.A, m, k, P.e64, W.sq, infl, P.mu_norm, 0.0, P.cmax,
-                              2 * (d + 6) * DBL_EPSILON, 0.0, W.best, W.thr, W.cnt, W.lab)
-        # rows with several candidates (or NaN): the least exact distance among the candidates
+            c1 = 0.0
+            c2 = P.cmax
+            cadd = 0.0
+        c3 = 2 * (d + 6) * DBL_EPSILON
+        # row by row: each row's k screened values are contiguous; rows with one candidate need no exact distance
+        n_pairs = 0
         for r in range(m):
-            c = W.lab[r]
-            if c < 0:
-                x = rows + r * d
-                best_j = -1
-                best_d = 0
+            grow = W.G + r * k
+            if f32:
+                g32 = W.G32 + r * k
                 for j in range(k):
-                    if W.A[j * m + r] <= W.thr[r]:
-                        dd = _exact_dist(x, P.C + j * d, w, weighted, d)
-                        if best_j < 0 or dd < best_d:
-                            best_d = dd
-                            best_j = j
-                c = <int>best_j if best_j >= 0 else 0  # NaN row: it makes sums[0] NaN, which the caller reports
-                W.lab[r] = c
+                    grow[j] = P.e32[j] - 2 * <double>g32[j]
+            else:
+                for j in range(k):
+                    grow[j] = P.e64[j] - 2 * grow[j]
+            xs = sqrt(W.sq[r]) * infl + P.mu_norm
+            slack = c1 * xs + c3 * (xs + c2) * (xs + c2) + cadd
+            n_pairs = _screen_row(grow, k, slack, r * k, W.pidx, n_pairs)
+        p = 0
+        for r in range(m):
+            q = p
+            while q < n_pairs and W.pidx[q] < (r + 1) * k:
+                q = q + 1
+            if q - p == 1:
+                c = W.pidx[p] - <int>(r * k)
+            elif q == p:  # NaN row: sums[0] becomes NaN, the caller reports it
+                c = 0
+            else:
+                x = rows + r * d
+                best_j = W.pidx[p] - r * k
+                best_d = _exact_dist(x, P.C + best_j * d, w, weighted, d)
+                for j in range(p + 1, q):
+                    dd = _exact_dist(x, P.C + (W.pidx[j] - r * k) * d, w, weighted, d)
+                    if dd < best_d:
+                        best_d = dd
+                        best_j = W.pidx[j] - r * k
+                c = <int>best_j
+            p = q
+            W.lab[r] = c
             counts[c] += 1
             qsum[c] += W.sq[r]
         if rowfloat is float:
@@ -1234,10 +1208,6 @@ cdef void _free_round_work(RoundWork* W) noexcept nogil:
     free(W.pidx)
     free(W.sq)
     free(W.lab)
-    free(W.A)
-    free(W.best)
-    free(W.thr)
-    free(W.cnt)
 
 
 cdef bint _alloc_round_work(RoundWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k) noexcept nogil:
@@ -1249,12 +1219,8 @@ cdef bint _alloc_round_work(RoundWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssi
     W.pidx = <int*>malloc((chunk * k + 1) * sizeof(int))
     W.sq = <double*>malloc((chunk + 1) * sizeof(double))
     W.lab = <int*>malloc((chunk + 1) * sizeof(int))
-    W.A = <double*>malloc((chunk * k + 1) * sizeof(double))
-    W.best = <double*>malloc((chunk + 1) * sizeof(double))
-    W.thr = <double*>malloc((chunk + 1) * sizeof(double))
-    W.cnt = <double*>malloc((chunk + 1) * sizeof(double))
     return not (W.rows == NULL or W.rows64 == NULL or W.G == NULL or W.G32 == NULL or W.pidx == NULL
-                or W.sq == NULL or W.lab == NULL or W.A == NULL or W.best == NULL or W.thr == NULL or W.cnt == NULL)
+                or W.sq == NULL or W.lab == NULL)
 
 
 @cython.boundscheck(False)
