@@ -5,10 +5,13 @@ The target of issue 13: a refinement round costs at most about one Lloyd pass ov
 pooled rows. For each shape, dtype and thread count this times, in the same process
 and alternating (one run of each in turn, ``--repeats`` times, medians reported):
 
-* ``fastfc``: :func:`fastfc._lloyd.lloyd_stats` on all rows at once (one client holding
-  the pooled data: per-cluster counts, raw sums and inertia);
+* ``fastfc``: :func:`fastfc._lloyd.lloyd_stats` with ``exact_inertia=False`` (what a
+  refinement round's client runs) on all rows at once (one client holding the pooled
+  data: per-cluster counts, raw sums and inertia);
+* ``exact inertia``: the same with ``exact_inertia=True`` (every row's exact distance, the
+  one-shot local k-means' variant), for context;
 * ``fastfc 100 clients``: the same rows cut into 100 contiguous clients, one
-  ``lloyd_stats`` call each plus the server's sum of their statistics and the centre
+  ``lloyd_stats(exact_inertia=False)`` call each plus the server's sum of their statistics and the centre
   update (what a round computes, without messaging); clients run as fastfc's estimators
   run them (``fastfc._parallel.plan_threads``/``map_clients``: with ``n_jobs=2``, two
   client threads, each kernel single-threaded);
@@ -106,7 +109,8 @@ def fastfc_round(X: np.ndarray, C: np.ndarray, n_jobs: int, n_clients: int):
         # as fastfc's estimators run clients: plan.workers client threads, each kernel on
         # plan.per_client threads, BLAS limited once for the whole round by the driver
         with limit_blas_threads(1):
-            stats = map_clients(lambda i: lloyd_stats(parts[i], C, n_jobs=plan.per_client), n_clients, plan.workers)
+            stats = map_clients(lambda i: lloyd_stats(parts[i], C, n_jobs=plan.per_client, exact_inertia=False),
+                                n_clients, plan.workers)
         counts = sum(s[0] for s in stats)
         sums = sum(s[1] for s in stats)
         return np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], C)
@@ -149,11 +153,13 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
     print("# One federated-Lloyd round vs one scikit-learn Lloyd iteration\n")
     print(f"Medians of {repeats} alternating runs; wall seconds; ratio = fastfc / sklearn (wall), "
           "CPU ratio = the same with the process's CPU time (all threads), less sensitive to other "
-          f"processes on a loaded machine. `100 clients`: the rows cut into {N_CLIENTS} contiguous clients, "
-          "one `lloyd_stats` each plus the server's sum and centre update.\n")
+          f"processes on a loaded machine. fastfc: `lloyd_stats(exact_inertia=False)`, a refinement round's "
+          f"client kernel. `100 clients`: the rows cut into {N_CLIENTS} contiguous clients, "
+          "one such call each plus the server's sum and centre update. `exact`: `lloyd_stats` with every "
+          "row's exact distance (the one-shot local k-means' variant), for context.\n")
     print("| n | d | k | dtype | n_jobs | fastfc path | fastfc (s) | fastfc 100 clients (s) | sklearn (s) "
-          "| ratio | ratio 100 clients | CPU ratio | CPU ratio 100 clients |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ratio | ratio 100 clients | CPU ratio | CPU ratio 100 clients | CPU ratio exact |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     how = None
     for n, d, k in shapes:
         rng = np.random.default_rng(0)
@@ -164,7 +170,8 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
             for n_jobs in jobs:
                 sk, how = sklearn_iteration(X, C, n_jobs)
                 runs = {
-                    "fastfc": lambda: lloyd_stats(X, C, n_jobs=n_jobs),
+                    "fastfc": lambda: lloyd_stats(X, C, n_jobs=n_jobs, exact_inertia=False),
+                    "exact": lambda: lloyd_stats(X, C, n_jobs=n_jobs),
                     "clients": fastfc_round(X, C, n_jobs, N_CLIENTS),
                     "sklearn": sk,
                 }
@@ -174,7 +181,7 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
                 print(f"| {n} | {d} | {k} | {np.dtype(dtype).name} | {n_jobs} | {path} | {t['fastfc']:.4f} "
                       f"| {t['clients']:.4f} | {t['sklearn']:.4f} | {t['fastfc'] / t['sklearn']:.2f} "
                       f"| {t['clients'] / t['sklearn']:.2f} | {c['fastfc'] / c['sklearn']:.2f} "
-                      f"| {c['clients'] / c['sklearn']:.2f} |", flush=True)
+                      f"| {c['clients'] / c['sklearn']:.2f} | {c['exact'] / c['sklearn']:.2f} |", flush=True)
     print(f"\nscikit-learn entry point timed: `{how}`.")
     return 0
 

@@ -16,7 +16,7 @@ import contextlib
 import numpy as np
 
 from ._assign import GEMM_MIN_FEATURES, _as_float_2d, gemm_norms
-from ._kernels._assign import lloyd_stats_kernel
+from ._kernels._assign import lloyd_round_kernel, lloyd_stats_kernel
 from ._parallel import effective_n_jobs, limit_blas_threads
 
 __all__ = ["lloyd_stats", "n_blocks", "use_screen"]
@@ -68,7 +68,8 @@ def n_blocks(n_samples: int, n_clusters: int, n_features: int) -> int:
                max(2, PARTIAL_BUDGET // max(n_clusters * n_features, 1)))
 
 
-def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lloyd_stats(X, centers, weight=None, *, n_jobs=1, exact_inertia=True
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-cluster counts, sums and inertia of the rows for the given centres (one Lloyd step).
 
     Row ``x`` belongs to the centre ``c`` minimising ``|| (x - c) * weight ||^2``
@@ -103,6 +104,15 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.nd
         to one thread meanwhile (a process-wide limit: callers running several
         clients in threads should hold ``fastfc._parallel.limit_blas_threads(1)``
         around them, as fastfc's estimators do).
+    exact_inertia : bool, default=True
+        False: the refinement rounds' faster variant (on the BLAS screen paths, from
+        8 features and 2 centres; the direct loop is unchanged). Labels, counts and
+        sums stay bit-identical; a row the screen decides alone gets no exact
+        distance, and ``inertia[c]`` is derived from the cluster's moments,
+        ``Q_c - 2 (c_c - mu) . (w S_c - n_c mu) + n_c ||c_c - mu||^2`` (``Q_c``: the
+        rows' ``||x w - mu||^2``, ``S_c`` their raw sum, ``mu`` the centres' mean,
+        all in distance units; clipped at 0), within the rounding bound of
+        :func:`moment_inertia_bound` of the exact sum.
 
     Returns
     -------
@@ -172,6 +182,8 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.nd
                 path = 2
                 Cs32 = Cs.astype(np.float32)
                 mu_norm = float(np.sqrt(mu @ mu)) * (1.0 + 1e-5) + 1e-30
+    if not exact_inertia and use_screen(d, k):
+        return _round_stats(X, C, w, weighted, n_threads)
     CT = np.ascontiguousarray(C.T)
     # the kernel's threads are ours (n_jobs); each runs its own small products on one BLAS thread
     with limit_blas_threads(1) if path else contextlib.nullcontext():
@@ -186,3 +198,79 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1) -> tuple[np.ndarray, np.nd
             raise ValueError("X contains NaN or infinity")
         raise ValueError("lloyd_stats: the sums or squared distances overflow float64; rescale the data")
     return counts, sums, inertia
+
+
+def _round_stats(X, C, w, weighted, n_threads):
+    """:func:`lloyd_stats` with ``exact_inertia=False`` on a screen path (C already in distance units)."""
+    n, d = X.shape
+    k = C.shape[0]
+    counts = np.zeros(k, dtype=np.int64)
+    sums = np.zeros((k, d), dtype=np.float64)
+    qsum = np.zeros(k, dtype=np.float64)
+    B64 = np.ascontiguousarray(C * w) if weighted else C
+    e64, cmax = gemm_norms(C)
+    mu = C.mean(axis=0)
+    Cs = C - mu
+    cns, cmaxs = gemm_norms(Cs)
+    mu_norm = float(np.sqrt(mu @ mu)) * (1.0 + 1e-5) + 1e-30
+    path = 1
+    B32 = np.zeros((k, d), dtype=np.float32)
+    e32 = np.zeros(k)
+    if X.dtype == np.float32 and cmaxs < F32_SCREEN_MAX_NORM:
+        Bs = Cs * w if weighted else Cs
+        nz = Bs[Bs != 0]
+        # the float32 screen's bound assumes its operand rounds with a relative error (no underflow)
+        if not nz.size or np.abs(nz).min() >= 1e-30:
+            path = 2
+            B32 = Bs.astype(np.float32)
+            e32 = cns + 2.0 * (Cs @ mu)
+    with limit_blas_threads(1):
+        ok = lloyd_round_kernel(X, C, B64, e64, cmax, mu, mu_norm, B32, e32, cmaxs, w, weighted, path,
+                                counts, sums, qsum, n_blocks(n, k, d), n_threads, LLOYD_CHUNK)
+    if not ok:
+        raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")
+    if not (np.isfinite(sums).all() and np.isfinite(qsum).all()):
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinity")
+        raise ValueError("lloyd_stats: the sums or squared distances overflow float64; rescale the data")
+    dev = (sums * w if weighted else sums) - counts[:, None] * mu  # sum of (x w - mu) per cluster
+    inertia = qsum - 2.0 * np.einsum("ij,ij->i", Cs, dev) + counts * cns
+    return counts, sums, np.maximum(inertia, 0.0)
+
+
+def moment_inertia_bound(X, centers, weight, labels) -> np.ndarray:
+    """Per-cluster bound of ``|inertia - exact|`` for :func:`lloyd_stats` with ``exact_inertia=False``.
+
+    ``exact`` is the sum of the rows' exact (direct-loop) distances. Each term of the
+    moment identity carries relative rounding errors of at most ``(d + n_c + 8) u``
+    (sequential sums of ``n_c`` rows, ``d``-term norms and products, ``u = eps / 2``)
+    and each exact distance errs by ``(d + 4) u (||x w|| + ||c||)^2``: the bound is
+    ``(d + n_c + 8) eps (Q_c + 2 ||c_c - mu|| R_c + n_c ||c_c - mu||^2 + T_c)`` with
+    ``R_c = sum ||x w - mu|| + ||w S_c - n_c mu||`` and ``T_c = sum (||x w|| + ||c_c||)^2``.
+
+    Parameters
+    ----------
+    X : ndarray (n, d); centers : ndarray (k, d) raw; weight : ndarray (d,) or None;
+    labels : ndarray (n,) int
+
+    Returns
+    -------
+    ndarray of shape (k,)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    w = np.ones(X.shape[1]) if weight is None or np.size(weight) == 0 else np.asarray(weight, dtype=np.float64)
+    C = np.asarray(centers, dtype=np.float64) * w
+    Xw = X * w
+    mu = C.mean(axis=0)
+    k, d = C.shape
+    out = np.zeros(k)
+    for c in range(k):
+        R = Xw[labels == c]
+        n_c = R.shape[0]
+        cs = np.linalg.norm(C[c] - mu)
+        dev = np.linalg.norm(R - mu, axis=1)
+        q = float(np.sum(dev ** 2))
+        r = float(dev.sum()) + float(np.linalg.norm(R.sum(axis=0) - n_c * mu))
+        t = float(np.sum((np.linalg.norm(R, axis=1) + np.linalg.norm(C[c])) ** 2))
+        out[c] = (d + n_c + 8) * np.finfo(np.float64).eps * (q + 2 * cs * r + n_c * cs * cs + t)
+    return out

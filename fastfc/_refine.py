@@ -10,8 +10,9 @@ up to ``R`` more rounds of federated Lloyd:
 - round ``r >= 2``: every client labels its rows by the nearest centre of the
   last broadcast (:class:`RefineCenters`) and uploads the counts, sums and
   within-cluster sums of squared distances of those labels
-  (:func:`fastfc._lloyd.lloyd_stats`, one fused pass over the rows); the server
-  updates the centres.
+  (:func:`fastfc._lloyd.lloyd_stats` with ``exact_inertia=False``: one fused pass
+  over the rows, exact labels and sums, the sums of squared distances from the
+  clusters' moments within a stated rounding bound); the server updates the centres.
 
 The server stops early when the centres moved by at most ``refine_tol`` (the
 sum over centres of squared moves, relative to the mean per-feature variance,
@@ -273,7 +274,8 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         from ._lloyd import lloyd_stats
 
         k = int(broadcast.n_clusters)
-        parts = [lloyd_stats(X, broadcast.centers[i * k:(i + 1) * k], broadcast.weight, n_jobs=n_threads)
+        parts = [lloyd_stats(X, broadcast.centers[i * k:(i + 1) * k], broadcast.weight, n_jobs=n_threads,
+                             exact_inertia=False)
                  for i in range(broadcast.chains.shape[0])]
         return RefineChainStats(chains=broadcast.chains, counts=np.concatenate([p[0] for p in parts]),
                                 sums=np.concatenate([p[1] for p in parts]),
@@ -281,7 +283,8 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
     if isinstance(broadcast, RefineCenters):
         from ._lloyd import lloyd_stats
 
-        counts, sums, inertia = lloyd_stats(X, broadcast.centers, broadcast.weight, n_jobs=n_threads)
+        counts, sums, inertia = lloyd_stats(X, broadcast.centers, broadcast.weight, n_jobs=n_threads,
+                                            exact_inertia=False)
         stats = np.zeros((0, d))
     else:
         k = int(broadcast.centers.shape[0])

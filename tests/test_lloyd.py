@@ -366,3 +366,112 @@ def test_overflow_raises():
 def test_bad_n_jobs():
     with pytest.raises(ValueError, match="n_jobs"):
         lloyd_stats(np.ones((3, 2)), np.ones((1, 2)), n_jobs=0)
+
+
+# ------------------------------------------------------------------ exact_inertia=False (refinement rounds)
+def _check_moment_mode(X, C, w, n_jobs=1):
+    """``exact_inertia=False``: counts and sums bit for bit those of the exact mode (the same labels,
+    the same additions), the inertia within ``moment_inertia_bound`` of the exact mode's sums of
+    exact distances, and within that bound plus the module's reference bound of NumPy's inertia."""
+    from fastfc._lloyd import moment_inertia_bound
+
+    exact = lloyd_stats(X, C, w, n_jobs=1)
+    got = lloyd_stats(X, C, w, n_jobs=n_jobs, exact_inertia=False)
+    np.testing.assert_array_equal(got[0], exact[0])
+    np.testing.assert_array_equal(got[1], exact[1])
+    assert got[2].dtype == np.float64 and (got[2] >= 0).all()
+    labels = nearest_weighted(X, C, w)
+    bound = moment_inertia_bound(X, C, w, labels) * EVAL
+    assert (np.abs(got[2] - exact[2]) <= bound).all()
+    _, _, _, ref_inertia, D = lloyd_stats_ref(X, C, w, labels=labels)
+    _, inertia_bound, _ = _bounds(X, C, w, labels, D)
+    assert (np.abs(got[2] - ref_inertia) <= inertia_bound + bound).all()
+    return got
+
+
+@pytest.mark.parametrize("offset", [0.0, 300.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "n%d-d%d-k%d" % s)
+def test_moment_inertia_mode_matches_exact_mode_and_reference(offset, dtype, weighted, shape):
+    n, d, k = shape
+    rng = np.random.default_rng(n * 1000 + d * 10 + k + 1)
+    X = (rng.normal(size=(n, d)) + offset).astype(dtype)
+    C = rng.normal(size=(k, d)) + offset
+    w = rng.random(d) * 3 if weighted else None
+    if weighted and d > 2:
+        w[1] = 0.0
+    _check_moment_mode(X, C, w, n_jobs=2)
+
+
+@pytest.mark.parametrize("case", ["near-ties", "near-ties-offset", "huge", "tiny", "mixed-chunks"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_moment_inertia_mode_float32_screen_labels_exact(monkeypatch, case, weighted):
+    """Float32 rows screened in float32 on the raw rows (against float32 (c - mu) w): the candidates the
+    bound cannot exclude are decided by exact float64 distances, so counts and sums equal, bit for bit,
+    those of the float64 screen, of the direct loop and of the exact mode, also within float32 rounding
+    of a tie, far from the origin, near the float32 overflow (chunks falling back to float64) and near
+    underflow."""
+    rng = np.random.default_rng(15)
+    n, d, k = 3000, 24, 12
+    if case == "near-ties":
+        X, C = _near_ties(rng, n, d, k, 0.0, 1.0)
+    elif case == "near-ties-offset":
+        X, C = _near_ties(rng, n, d, k, 1e4, 1.0)
+    elif case == "huge":
+        X, C = _near_ties(rng, n, d, k, 0.0, 1e19)
+    elif case == "tiny":
+        X, C = _near_ties(rng, n, d, k, 0.0, 1e-30)
+    else:
+        X, C = _near_ties(rng, n, d, k, 0.0, 1.0)
+        X[1000:1300] *= 1e25
+    X32 = X.astype(np.float32)
+    w = (rng.random(d) + 0.5) if weighted else None
+    exact = lloyd_stats(X32, C, w)
+    for max_norm in (lloyd_mod.F32_SCREEN_MAX_NORM, 0.0):
+        monkeypatch.setattr(lloyd_mod, "F32_SCREEN_MAX_NORM", max_norm)
+        got = lloyd_stats(X32, C, w, n_jobs=2, exact_inertia=False)
+        np.testing.assert_array_equal(got[0], exact[0])
+        np.testing.assert_array_equal(got[1], exact[1])
+    np.testing.assert_array_equal(exact[0], np.bincount(nearest_weighted(X32, C, w), minlength=k))
+
+
+@pytest.mark.parametrize("shape", [(100_003, 16, 10), (40_000, 50, 64)])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_moment_inertia_mode_deterministic_over_n_jobs(shape, weighted, dtype):
+    n, d, k = shape
+    rng = np.random.default_rng(17)
+    X = rng.normal(size=(n, d)).astype(dtype)
+    C = rng.normal(size=(k, d))
+    w = rng.random(d) + 0.1 if weighted else None
+    base = lloyd_stats(X, C, w, n_jobs=1, exact_inertia=False)
+    for n_jobs in (2, -1, 3):
+        got = lloyd_stats(X, C, w, n_jobs=n_jobs, exact_inertia=False)
+        for a, b in zip(base, got):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("layout", ["fortran", "strided", "reversed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_moment_inertia_mode_any_layout(layout, dtype):
+    rng = np.random.default_rng(18)
+    base = rng.normal(size=(1500, 24)).astype(dtype)
+    X = {"fortran": lambda: np.asfortranarray(base[:, :12]), "strided": lambda: base[::2, ::2],
+         "reversed": lambda: base[::-1, :12]}[layout]()
+    C = rng.normal(size=(7, 12))
+    X_before = X.copy()
+    for weight in (None, rng.random(12) + 0.2):
+        got = lloyd_stats(X, C, weight, n_jobs=2, exact_inertia=False)
+        want = lloyd_stats(np.ascontiguousarray(X), C, weight, exact_inertia=False)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(X, X_before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_moment_inertia_mode_rejects_nan(dtype):
+    X = np.random.default_rng(19).normal(size=(600, 12)).astype(dtype)
+    X[300, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        lloyd_stats(X, np.zeros((3, 12)) + np.arange(3)[:, None], exact_inertia=False)

@@ -294,6 +294,43 @@ def test_one_chain_is_the_single_chain_refinement(cls):
     assert b._upload_cls(2) is RefineStats and b._broadcast_cls(2) is RefineCenters
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("units", [None, "federated"])
+def test_refinement_on_the_blas_screen_equals_centralised_lloyd(dtype, units, monkeypatch):
+    """As test_refinement_equals_centralised_lloyd_from_the_same_start, with 12 features: the rounds'
+    labels come from the BLAS screen (float32 rows: the float32 screen) and their inertia from the
+    clusters' moments (``lloyd_stats(exact_inertia=False)``). The labels are still the exact nearest
+    centres every round (the same labels), the centres within the same bound, and the federated
+    inertia of each round within 1e-9 (relative) of the exact inertia of the broadcast centres."""
+    import fastfc._lloyd as lloyd_mod
+
+    X, _ = _blobs(3, n=2400, d=12, k=6, spread=2.4)
+    X = X.astype(dtype)
+    Xc = _split(X, 4, 3)
+    one = KFed(n_clusters=6, units=units, random_state=4).fit_clients(Xc)
+    calls = []
+    real = lloyd_mod._round_stats
+    monkeypatch.setattr(lloyd_mod, "_round_stats", lambda *a: calls.append(1) or real(*a))
+    est = KFed(n_clusters=6, units=units, refine_rounds=6, refine_tol=0.0, random_state=4).fit_clients(Xc)
+    R = est.n_refine_rounds_
+    assert R >= 2
+    assert len(calls) >= 4 * (R - 1)  # every client, every round from round 2 on, took the moment path
+    X64 = np.vstack(Xc).astype(np.float64)
+    Xc64 = [x.astype(np.float64) for x in Xc]
+    C, labels = _reference_refinement(Xc64, one.client_labels_, R, est.feature_weight_)
+    np.testing.assert_array_equal(np.concatenate(est.client_labels_), labels)
+    bound = 8 * EPS * np.abs(X64).max() * X64.shape[0]
+    assert np.abs(est.cluster_centers_ - C).max() <= bound
+    # round r >= 2 uploads the inertia of the centres broadcast after round r - 1
+    w = est.feature_weight_
+    for r in range(2, R + 1):
+        Cr, _ = _reference_refinement(Xc64, one.client_labels_, r - 1, w)
+        lab = _nearest(X64, Cr, w)
+        diff = (X64 - Cr[lab]) * (1.0 if w is None else w)
+        np.testing.assert_allclose(est.refine_history_["inertia"][r - 1], float((diff * diff).sum()), rtol=1e-9)
+
+
+
 def _lloyd_chain(X, C, w, updates):
     """Centralised Lloyd from centres C: at most ``updates`` (nearest centre, then means) steps, stopping after
     a step that moved no centre; returns (centres, labels of the last step, k-means cost of the centres for

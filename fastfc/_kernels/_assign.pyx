@@ -916,3 +916,469 @@ def lloyd_stats_kernel(
     free(sums_part)
     free(inertia_part)
     return not failed
+
+
+# --------------------------------------------------------------------------------------
+# Federated-Lloyd round statistics: the same labels, counts and sums as lloyd_stats_kernel,
+# the inertia from per-cluster moments (no exact distance for rows the screen decides)
+# --------------------------------------------------------------------------------------
+
+cdef extern from *:
+    """
+    /* Row loops of the refinement-round kernel, also compiled for AVX2 where the compiler can
+       (function clones picked at load time by the CPU; no FMA is enabled, so every sum and product
+       is rounded as in the baseline build: the clones give the same bits). */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
+    #define FASTFC_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define FASTFC_CLONES
+    #endif
+    #define FASTFC_SQNORMS(NAME, T)                                                              \
+    FASTFC_CLONES static double NAME(const T* X, Py_ssize_t m, Py_ssize_t d, const double* w,   \
+                                     int weighted, const double* mu, double* out) {             \
+        double xmax = 0.0;                                                                       \
+        for (Py_ssize_t r = 0; r < m; r++) {                                                     \
+            const T* x = X + r * d;                                                              \
+            double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                              \
+            Py_ssize_t z = 0;                                                                    \
+            if (weighted) {                                                                      \
+                for (; z + 8 <= d; z += 8)                                                       \
+                    for (int l = 0; l < 8; l++) {                                                \
+                        double t = (double)x[z + l] * w[z + l] - mu[z + l];                      \
+                        s[l] += t * t;                                                           \
+                    }                                                                            \
+                for (; z < d; z++) { double t = (double)x[z] * w[z] - mu[z]; s[0] += t * t; }   \
+            } else {                                                                             \
+                for (; z + 8 <= d; z += 8)                                                       \
+                    for (int l = 0; l < 8; l++) {                                                \
+                        double t = (double)x[z + l] - mu[z + l];                                 \
+                        s[l] += t * t;                                                           \
+                    }                                                                            \
+                for (; z < d; z++) { double t = (double)x[z] - mu[z]; s[0] += t * t; }          \
+            }                                                                                    \
+            double v = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));       \
+            out[r] = v;                                                                          \
+            if (v > xmax) xmax = v;                                                              \
+        }                                                                                        \
+        return xmax;                                                                             \
+    }
+    #define FASTFC_ACCUMULATE(NAME, T)                                                           \
+    FASTFC_CLONES static void NAME(const T* X, Py_ssize_t m, Py_ssize_t d, const int* lab,      \
+                                   double* sums) {                                               \
+        for (Py_ssize_t r = 0; r < m; r++) {                                                     \
+            const T* x = X + r * d;                                                              \
+            double* srow = sums + (Py_ssize_t)lab[r] * d;                                        \
+            for (Py_ssize_t z = 0; z < d; z++) srow[z] += (double)x[z];                          \
+        }                                                                                        \
+    }
+    FASTFC_SQNORMS(fastfc_sqnorms_f32, float)
+    FASTFC_SQNORMS(fastfc_sqnorms_f64, double)
+    FASTFC_ACCUMULATE(fastfc_accumulate_f32, float)
+    FASTFC_ACCUMULATE(fastfc_accumulate_f64, double)
+    """
+    double fastfc_sqnorms_f32(const float* X, Py_ssize_t m, Py_ssize_t d, const double* w, int weighted,
+                              const double* mu, double* out) noexcept nogil
+    double fastfc_sqnorms_f64(const double* X, Py_ssize_t m, Py_ssize_t d, const double* w, int weighted,
+                              const double* mu, double* out) noexcept nogil
+    void fastfc_accumulate_f32(const float* X, Py_ssize_t m, Py_ssize_t d, const int* lab,
+                               double* sums) noexcept nogil
+    void fastfc_accumulate_f64(const double* X, Py_ssize_t m, Py_ssize_t d, const int* lab,
+                               double* sums) noexcept nogil
+
+
+cdef struct RoundProblem:
+    const double* C      # (k, d) prototypes in the units of the distance (weighted centres)
+    const double* B64    # (k, d) C * w (C when unweighted): the float64 screen's operand on raw rows
+    const double* e64    # (k,) ||C_j||^2
+    double cmax          # bound of ||C_j||
+    const double* mu     # (d,) a centre of the prototypes (distance units)
+    double mu_norm       # bound of ||mu||
+    const float* B32     # (k, d) float32((C - mu) * w): the float32 screen's operand on raw rows
+    const double* e32    # (k,) ||C_j - mu||^2 + 2 mu.(C_j - mu)
+    double cmaxs         # bound of ||C_j - mu||
+    const double* w      # (d,) feature weights
+    Py_ssize_t d
+    Py_ssize_t k
+    bint weighted
+    int path             # 1 float64 screen, 2 float32 screen (float32 rows only)
+
+
+cdef struct RoundWork:
+    char* rows     # chunk x d in the rows' dtype (rows not C-contiguous) 
+    double* rows64 # chunk x d float64 copy (float32 rows on the float64 screen)
+    double* G      # chunk x k
+    float* G32     # chunk x k
+    int* pidx      # chunk x k
+    double* sq     # chunk: ||x w - mu||^2 of each row
+    int* lab       # chunk: the rows' labels
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef inline double _exact_dist(const rowfloat* x, const double* c, const double* w, bint weighted,
+                               Py_ssize_t d) noexcept nogil:
+    """``sum_z (fl(x_z w_z) - c_z)^2`` summed over z = 0 .. d-1 in order: the direct loop's distance."""
+    cdef double a = 0
+    cdef double t
+    cdef Py_ssize_t z
+    if weighted:
+        for z in range(d):
+            t = (<double>x[z]) * w[z] - c[z]
+            a = a + t * t
+    else:
+        for z in range(d):
+            t = (<double>x[z]) - c[z]
+            a = a + t * t
+    return a
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef void _round_gemm64(const rowfloat* rows, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* B64,
+                        RoundWork* W) noexcept nogil:
+    """``W.G`` (m x k) = rows (m x d, upcast to float64 when float32) times ``B64`` (k x d) transposed."""
+    cdef char transa = b'T'
+    cdef char transb = b'N'
+    cdef double one = 1.0
+    cdef double zero = 0.0
+    cdef int di = <int>d
+    cdef int ki = <int>k
+    cdef int mi = <int>m
+    cdef Py_ssize_t r
+    cdef double* x64
+    if rowfloat is float:
+        for r in range(m * d):
+            W.rows64[r] = <double>rows[r]
+        x64 = W.rows64
+    else:
+        x64 = <double*>rows
+    # row-major G (m x k, G[r k + j] = x_r . B_j), i.e. column-major B64 (d x k)^T rows (d x m)
+    dgemm(&transa, &transb, &ki, &mi, &di, &one, <double*>B64, &di, x64, &di, &zero, W.G, &ki)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _round_block(
+    const rowfloat[:, :] X,
+    Py_ssize_t row_start,
+    Py_ssize_t row_stop,
+    RoundProblem* P,
+    bint rows_in_place,
+    Py_ssize_t chunk_size,
+    RoundWork* W,
+    long long* counts,
+    double* sums,
+    double* qsum,
+) noexcept nogil:
+    """Accumulate rows ``row_start:row_stop`` into one block's counts, raw sums and ``sum ||x w - mu||^2``.
+
+    Per chunk: the centred (weighted) squared norm of every row; the screen's products
+    with BLAS on the raw rows (float32 rows against ``B32`` when ``P.path == 2`` and the
+    chunk's magnitudes allow it, else float64 rows against ``B64``); per row the candidates
+    the rounding-error bound cannot exclude; a row with one candidate takes it, a row with
+    several takes the one of least exact distance (:func:`_exact_dist`, ties to the lowest
+    index) -- the labels of the direct loop; then in row order the counts, sums and squared
+    norms of each cluster.
+    """
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    cdef int di = <int>d
+    cdef int ki = <int>k
+    cdef int mi
+    cdef Py_ssize_t start, stop, m, r, j, z, p, n_pairs, q, best_j
+    cdef const rowfloat* rows
+    cdef const rowfloat* x
+    cdef rowfloat* dst
+    cdef double* srow
+    cdef double* grow
+    cdef const float* g32
+    cdef double t0, t1, t2, t3, s0, s1, s2, s3, xs, xn, xmax, slack, best_d, dd, c1, c2, c3, cadd
+    cdef bint f32
+    cdef char transa = b'T'
+    cdef char transb = b'N'
+    cdef double one = 1.0
+    cdef double zero = 0.0
+    cdef float onef = 1.0
+    cdef float zerof = 0.0
+    cdef int c
+    cdef const double* w = P.w
+    cdef const double* mu = P.mu
+    cdef bint weighted = P.weighted
+    cdef double infl = 1.0 + (d + 4) * DBL_EPSILON
+    start = row_start
+    while start < row_stop:
+        stop = start + chunk_size
+        if stop > row_stop:
+            stop = row_stop
+        m = stop - start
+        mi = <int>m
+        if rows_in_place:
+            rows = &X[start, 0]
+        else:
+            dst = <rowfloat*>W.rows
+            for r in range(m):
+                for z in range(d):
+                    dst[r * d + z] = X[start + r, z]
+            rows = dst
+        # the products first (BLAS streams the rows in), the norms then read them from the cache
+        f32 = False
+        if rowfloat is float:
+            f32 = P.path == 2
+        if f32:
+            sgemm(&transa, &transb, &ki, &mi, &di, &onef, <float*>P.B32, &di, <float*>rows, &di, &zerof,
+                  W.G32, &ki)
+        else:
+            _round_gemm64(rows, m, d, k, P.B64, W)
+        # centred weighted squared norms (eight partial sums: any order errs by (d - 1) u at most)
+        if rowfloat is float:
+            xmax = fastfc_sqnorms_f32(rows, m, d, w, weighted, mu, W.sq)
+        else:
+            xmax = fastfc_sqnorms_f64(rows, m, d, w, weighted, mu, W.sq)
+        xmax = sqrt(xmax) * infl + P.mu_norm  # bound of ||x w|| over the chunk
+        # float32 products stay far below FLT_MAX: |x_z B32_jz| <= ||x w|| ||C_j - mu|| (Cauchy-Schwarz);
+        # a NaN chunk fails the test: the float64 screen then replaces the float32 one
+        if f32 and not (xmax < 1e18 and xmax * P.cmaxs < 1e36):
+            f32 = False
+            _round_gemm64(rows, m, d, k, P.B64, W)
+        # screen: a_j = e_j - 2 x.B_j equals ||x w - C_j||^2 - ||x w (- mu)||^2 up to rounding; per row
+        # xs >= ||x w|| and the slack (see the coefficients below); rows with one candidate are labelled
+        if f32:
+            # screened value within (d + 2) eps32 ||x w|| ||C_j - mu|| + float64 roundings and float32
+            # underflow (2^-150 per operation); exact distances within (d + 4) u64 (||x w|| + ||C_j||)^2
+            c1 = 2 * (d + 3) * <double>FLT_EPSILON * P.cmaxs
+            c2 = P.cmax + P.cmaxs
+            cadd = 8 * (d + 1) * F32_TINY
+        else:
+            # screened value and exact distance each within (d + 5) u (||x w|| + ||C_j||)^2
+            c1 = 0.0
+            c2 = P.cmax
+            cadd = 0.0
+        c3 = 2 * (d + 6) * DBL_EPSILON
+        # row by row: each row's k screened values are contiguous; rows with one candidate need no exact distance
+        n_pairs = 0
+        for r in range(m):
+            grow = W.G + r * k
+            if f32:
+                g32 = W.G32 + r * k
+                for j in range(k):
+                    grow[j] = P.e32[j] - 2 * <double>g32[j]
+            else:
+                for j in range(k):
+                    grow[j] = P.e64[j] - 2 * grow[j]
+            xs = sqrt(W.sq[r]) * infl + P.mu_norm
+            slack = c1 * xs + c3 * (xs + c2) * (xs + c2) + cadd
+            n_pairs = _screen_row(grow, k, slack, r * k, W.pidx, n_pairs)
+        p = 0
+        for r in range(m):
+            q = p
+            while q < n_pairs and W.pidx[q] < (r + 1) * k:
+                q = q + 1
+            if q - p == 1:
+                c = W.pidx[p] - <int>(r * k)
+            elif q == p:  # NaN row: sums[0] becomes NaN, the caller reports it
+                c = 0
+            else:
+                x = rows + r * d
+                best_j = W.pidx[p] - r * k
+                best_d = _exact_dist(x, P.C + best_j * d, w, weighted, d)
+                for j in range(p + 1, q):
+                    dd = _exact_dist(x, P.C + (W.pidx[j] - r * k) * d, w, weighted, d)
+                    if dd < best_d:
+                        best_d = dd
+                        best_j = W.pidx[j] - r * k
+                c = <int>best_j
+            p = q
+            W.lab[r] = c
+            counts[c] += 1
+            qsum[c] += W.sq[r]
+        if rowfloat is float:
+            fastfc_accumulate_f32(rows, m, d, W.lab, sums)
+        else:
+            fastfc_accumulate_f64(rows, m, d, W.lab, sums)
+        start = stop
+
+
+cdef void _free_round_work(RoundWork* W) noexcept nogil:
+    free(W.rows)
+    free(W.rows64)
+    free(W.G)
+    free(W.G32)
+    free(W.pidx)
+    free(W.sq)
+    free(W.lab)
+
+
+cdef bint _alloc_round_work(RoundWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k) noexcept nogil:
+    """Allocate one block's work buffers (sizes + 1 so that none is 0); False on failure."""
+    W.rows = <char*>malloc((chunk * d + 1) * sizeof(double))
+    W.rows64 = <double*>malloc((chunk * d + 1) * sizeof(double))
+    W.G = <double*>malloc((chunk * k + 1) * sizeof(double))
+    W.G32 = <float*>malloc((chunk * k + 1) * sizeof(float))
+    W.pidx = <int*>malloc((chunk * k + 1) * sizeof(int))
+    W.sq = <double*>malloc((chunk + 1) * sizeof(double))
+    W.lab = <int*>malloc((chunk + 1) * sizeof(int))
+    return not (W.rows == NULL or W.rows64 == NULL or W.G == NULL or W.G32 == NULL or W.pidx == NULL
+                or W.sq == NULL or W.lab == NULL)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def lloyd_round_kernel(
+    const rowfloat[:, :] X,
+    const double[:, ::1] C,
+    const double[:, ::1] B64,
+    const double[::1] e64,
+    double cmax,
+    const double[::1] mu,
+    double mu_norm,
+    const float[:, ::1] B32,
+    const double[::1] e32,
+    double cmaxs,
+    const double[::1] w,
+    bint weighted,
+    int path,
+    long long[::1] counts,
+    double[:, ::1] sums,
+    double[::1] qsum,
+    Py_ssize_t n_blocks,
+    int n_threads=1,
+    Py_ssize_t chunk_size=256,
+):
+    """Per-cluster counts, raw sums and centred squared norms of the rows, fused with the assignment.
+
+    The labels, counts and sums are those of :func:`lloyd_stats_kernel` (same blocks,
+    same order of additions); instead of each row's exact distance, ``qsum[c]`` adds
+    ``||x w - mu||^2`` (four partial sums) of the rows of cluster ``c``, from which the
+    caller derives the inertia. Rows the screen decides (one candidate) need no exact
+    distance. Blocks are as in :func:`lloyd_stats_kernel`, so results do not depend on
+    the threads.
+
+    Parameters
+    ----------
+    X : (n, d) float32/float64, any strides
+    C : (k, d) float64 prototypes in distance units (multiplied by ``w`` when weighted)
+    B64 : (k, d) ``C * w`` (``C`` unweighted)
+    e64 : (k,) ``||C_j||^2``
+    cmax : float
+        Bound of the norms of ``C``.
+    mu : (d,) a centre of the prototypes (distance units)
+    mu_norm : float
+        Bound of ``||mu||``.
+    B32 : (k, d) float32 ``(C - mu) * w`` (float32 screen; no entry may underflow)
+    e32 : (k,) float64 ``||C_j - mu||^2 + 2 mu.(C_j - mu)``
+    cmaxs : float
+        Bound of the norms of ``C - mu``.
+    w : (d,) feature weights (read only when ``weighted``)
+    weighted : bool
+    path : int
+        1: float64 screen; 2: float32 screen (float32 rows; chunks whose magnitudes could
+        overflow float32 take the float64 one). Both give the same labels.
+    counts, sums, qsum : (k,), (k, d), (k,) zeroed outputs
+    n_blocks : int
+    n_threads : int
+        OpenMP threads. BLAS must be single-threaded.
+    chunk_size : int
+
+    Returns
+    -------
+    ok : bool
+        False when a work buffer could not be allocated (outputs then invalid).
+    """
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t d = C.shape[1]
+    cdef Py_ssize_t k = C.shape[0]
+    cdef Py_ssize_t B = n_blocks
+    cdef Py_ssize_t n_chunks, b, c, j, lo, hi
+    cdef bint rows_in_place
+    cdef int failed = 0
+    cdef RoundProblem P
+    cdef RoundWork* Wp = NULL
+    cdef bint ok_work
+    cdef char* block_failed
+    cdef long long* counts_part
+    cdef double* sums_part
+    cdef double* q_part
+    if n == 0 or B < 1:
+        return True
+    if chunk_size < 1:
+        chunk_size = 1
+    P.C = &C[0, 0]
+    P.B64 = &B64[0, 0]
+    P.e64 = &e64[0]
+    P.cmax = cmax
+    P.mu = &mu[0]
+    P.mu_norm = mu_norm
+    P.B32 = &B32[0, 0]
+    P.e32 = &e32[0]
+    P.cmaxs = cmaxs
+    P.w = &w[0]
+    P.d = d
+    P.k = k
+    P.weighted = weighted
+    P.path = path
+    n_chunks = (n + chunk_size - 1) // chunk_size
+    rows_in_place = (d > 0 and X.strides[1] == sizeof(rowfloat)
+                     and X.strides[0] == d * <Py_ssize_t>sizeof(rowfloat))
+    counts_part = <long long*>calloc(B * k, sizeof(long long))
+    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
+    q_part = <double*>calloc(B * k, sizeof(double))
+    block_failed = <char*>calloc(B, sizeof(char))
+    if counts_part == NULL or sums_part == NULL or q_part == NULL or block_failed == NULL:
+        free(counts_part)
+        free(sums_part)
+        free(q_part)
+        free(block_failed)
+        return False
+    n_threads = _threads_for(n_threads, B)
+    if n_threads == 1:
+        Wp = <RoundWork*>calloc(1, sizeof(RoundWork))
+        if Wp == NULL or not _alloc_round_work(Wp, chunk_size, d, k):
+            failed = 1
+        else:
+            with nogil:
+                for b in range(B):
+                    lo = (b * n_chunks // B) * chunk_size
+                    hi = ((b + 1) * n_chunks // B) * chunk_size
+                    if hi > n:
+                        hi = n
+                    _round_block(X, lo, hi, &P, rows_in_place, chunk_size, Wp,
+                                 counts_part + b * k, sums_part + b * k * d, q_part + b * k)
+        if Wp != NULL:
+            _free_round_work(Wp)
+            free(Wp)
+    else:
+        with nogil, parallel(num_threads=n_threads):
+            Wp = <RoundWork*>calloc(1, sizeof(RoundWork))
+            ok_work = Wp != NULL and _alloc_round_work(Wp, chunk_size, d, k)
+            for b in prange(B, schedule="dynamic"):
+                if ok_work:
+                    lo = (b * n_chunks // B) * chunk_size
+                    hi = ((b + 1) * n_chunks // B) * chunk_size
+                    if hi > n:
+                        hi = n
+                    _round_block(X, lo, hi, &P, rows_in_place, chunk_size, Wp,
+                                 counts_part + b * k, sums_part + b * k * d, q_part + b * k)
+                else:
+                    block_failed[b] = 1
+            if Wp != NULL:
+                _free_round_work(Wp)
+                free(Wp)
+        for b in range(B):
+            if block_failed[b]:
+                failed = 1
+    free(block_failed)
+    if not failed:
+        with nogil:
+            for b in range(B):
+                for c in range(k):
+                    counts[c] += counts_part[b * k + c]
+                    qsum[c] += q_part[b * k + c]
+                    for j in range(d):
+                        sums[c, j] += sums_part[(b * k + c) * d + j]
+    free(counts_part)
+    free(sums_part)
+    free(q_part)
+    return not failed
