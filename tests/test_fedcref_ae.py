@@ -192,6 +192,17 @@ def test_cluster_scores_match_pairwise_numpy():
     assert (out[2] == -1.0).all()
 
 
+def test_association_score_is_scale_free():
+    """The paper's score min-max normalises |E_own - E_ext|, so the per-sample error's scale (mean or sum over
+    the 784 pixels) cannot change an association: the issue-14 question (b) has no effect on the test."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        a = rng.exponential(size=300)
+        b = a + rng.exponential(size=300) * rng.random()
+        assert K.association_score(a * 784.0, b * 784.0, 75.0) == pytest.approx(K.association_score(a, b, 75.0),
+                                                                               abs=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [1, 2, 7, 500])
 def test_ratio_score_matches_numpy(n, dtype):
