@@ -13,6 +13,9 @@ edges joining clusters matched to different classes), isolated clusters start ->
 wall time and the share of each phase (local training, association = cross-evaluation + scores,
 FedAvg, refinement), and the reconstruction errors computed / served by the cross-evaluation cache.
 
+``--association ratio`` uses FedCRef's opt-in median-ratio association test instead of the paper's
+(``FedCRef(association="ratio")``, not in the paper; ``--ratio-threshold``).
+
 ``--associations perfect`` runs the paper's perfect-association baseline instead (experiments
 only: the association graph links two clusters iff their Hungarian-matched true classes are equal,
 :func:`fastfc.fedcref.fedcref_perfect_baseline`; everything else unchanged); the table's
@@ -58,7 +61,8 @@ def one_run(X, y, d, seed, args, assoc="learned"):
     init = [dirty_labels(yy, d, rng, s) for yy, s in zip(yc, sets)]
     oracle = yc if assoc == "perfect" else None  # perfect-association baseline: experiments only
     est = FedCRef(init_labels=init, oracle_labels=oracle, theta=args.theta, local_epochs=args.epochs, fl_rounds=args.fl_rounds,
-                  max_iter=args.max_iter, match_policy=args.match_policy, random_state=seed, n_jobs=args.n_jobs)
+                  max_iter=args.max_iter, match_policy=args.match_policy, association=args.association,
+                  ratio_threshold=args.ratio_threshold, random_state=seed, n_jobs=args.n_jobs)
     t0 = time.perf_counter()
     est.fit_clients(Xc)
     secs = time.perf_counter() - t0
@@ -80,7 +84,9 @@ def run(args) -> int:
     print("# FedCRef on Fashion-MNIST, dirty-uniform init\n")
     print(f"Setting: {args.clients} clients, {args.per_class} rows per class, theta = {args.theta}, "
           f"{args.epochs} local epochs, {args.fl_rounds} FedAvg rounds (2 then 7 local epochs), "
-          f"max_iter = {args.max_iter}, match_policy = {args.match_policy}, {args.runs} run(s) per dirtiness, "
+          f"max_iter = {args.max_iter}, match_policy = {args.match_policy}, association test = {args.association}"
+          + (f" (ratio_threshold = {args.ratio_threshold})" if args.association == "ratio" else "")
+          + f", {args.runs} run(s) per dirtiness, "
           f"n_jobs = {args.n_jobs}. "
           "Paper: 25 clients, 500 rows per class, 30 local epochs, 15 FedAvg rounds, 5 runs.\n")
     print("Associations: `learned` = FedCRef; `perfect` = the perfect-association baseline (oracle graph from "
@@ -142,6 +148,10 @@ def main(argv=None) -> int:
                          "experiments only); rows are run in this order per dirtiness")
     ap.add_argument("--match-policy", default="best", choices=("best", "first", "all"),
                     help="FedCRef's match_policy (spec §8 A3; the reference code uses 'first')")
+    ap.add_argument("--association", default="paper", choices=("paper", "ratio"),
+                    help="FedCRef's association test: the paper's (spec §3.3) or the opt-in median error ratio")
+    ap.add_argument("--ratio-threshold", type=float, default=1.2,
+                    help="threshold of --association ratio")
     return run_with_out(ap, argv, run)
 
 

@@ -14,6 +14,16 @@ def association_score(e_own, e_ext, alpha):
     return float(np.percentile((D - lo) / (hi - lo), alpha))
 
 
+def ratio_score(e_own, e_ext):
+    """The opt-in ratio test's score: median over the rows of e_ext / e_own (an exactly reconstructed
+    own row counts 1 if the other model reconstructs it exactly too, +inf otherwise)."""
+    o = np.asarray(e_own, np.float64)
+    x = np.asarray(e_ext, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(o > 0, x / np.where(o > 0, o, 1.0), np.where(x <= 0, 1.0, np.inf))
+    return float(np.median(r))
+
+
 def cluster_refine(E, K):
     """Spec §3.5 Algorithm 2 with Python sets; returns (labels, sel) (sel -1 for unformed clusters)."""
     E = np.asarray(E, np.float64)

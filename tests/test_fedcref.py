@@ -146,7 +146,7 @@ def test_parameter_and_data_errors():
 
 
 # ------------------------------------------------------------------ server graph logic
-def _graph(scores, sizes, policy="best", theta=0.2, min_size=1):
+def _graph(scores, sizes, policy="best", theta=0.2, min_size=1, **kw):
     """Run the server's association on hand-made scores; every cluster of every client has a model."""
     owners = np.concatenate([np.full(len(s), c) for c, s in enumerate(sizes)])
     clusters = np.concatenate([np.arange(len(s)) for s in sizes])
@@ -154,7 +154,7 @@ def _graph(scores, sizes, policy="best", theta=0.2, min_size=1):
                          versions=np.ones(owners.size, np.int64), n_features=1)
     cache = {c: (None, np.arange(len(s)), np.asarray(s)) for c, s in enumerate(sizes)}
     ups = [SimpleNamespace(client=c, scores=np.asarray(s, float)) for c, s in enumerate(scores)]
-    est = FedCRef(match_policy=policy, theta=theta, min_assoc_size=min_size)
+    est = FedCRef(match_policy=policy, theta=theta, min_assoc_size=min_size, **kw)
     return est._associate(ups, {"model_set": ms, "cache": cache})
 
 
@@ -175,6 +175,38 @@ def test_association_needs_both_directions_and_applies_the_match_policy():
     # clusters below min_assoc_size take no part
     edges, groups, singles, _ = _graph([s0, s1], [[5, 20], [20, 20]], "all", min_size=10)
     assert edges == [] and groups == [] and len(singles) == 4
+
+
+def test_ratio_association_uses_ratio_threshold_not_theta():
+    """association="ratio": the server compares the clients' median error ratios with ratio_threshold
+    (theta is the paper's test's threshold and plays no part)."""
+    s0 = [[1, 9, 1.1, 1.4]]   # a0 vs b0 ratio 1.1, vs b1 1.4
+    s1 = [[1.15, 1, 9], [1.3, 9, 1]]  # b0 vs a0 1.15, b1 vs a0 1.3
+    sizes = [[20], [20, 20]]
+    s0 = [[1, 1.1, 1.4]]  # columns: a0 b0 b1
+    assert _graph([s0, s1], sizes, "all", theta=0.2, association="ratio", ratio_threshold=1.2)[0] == [(0, 0, 1, 0)]
+    assert _graph([s0, s1], sizes, "all", theta=5.0, association="ratio", ratio_threshold=1.5)[0] == \
+        [(0, 0, 1, 0), (0, 0, 1, 1)]
+    assert _graph([s0, s1], sizes, "all", theta=5.0, association="ratio", ratio_threshold=1.0)[0] == []
+    # the paper's test reads theta
+    assert _graph([s0, s1], sizes, "all", theta=1.2)[0] == [(0, 0, 1, 0)]
+
+
+def test_ratio_association_end_to_end_on_digits():
+    """The opt-in ratio test runs the whole protocol: on dirty digits it finds the three shared classes with
+    no wrong association and improves the local ACC (ratio_threshold 1.5 for these tiny, quickly trained
+    AEs, whose same-class ratios are larger than the paper-scale AEs')."""
+    Xc, yc, init = _digits_clients()
+    est = FedCRef(init_labels=init, random_state=0, n_jobs=1, association="ratio", ratio_threshold=1.5,
+                  **FAST).fit_clients(Xc)
+    sc = fedcref_scores(est, yc)
+    assert sc["wrong_association_rate"] == 0.0
+    assert est.n_distributions_ == sc["ideal_groups"] == 3
+    assert sc["acc_end"] > sc["acc_init"] + 0.05
+    other = FedCRef(init_labels=init, random_state=0, n_jobs=2, association="ratio", ratio_threshold=1.5,
+                    **FAST).fit_clients(Xc)
+    for a, b in zip(est.client_labels_, other.client_labels_):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_groups_are_connected_components_ordered_by_smallest_member():

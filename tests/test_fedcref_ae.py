@@ -8,7 +8,7 @@ from sklearn.neural_network import MLPRegressor
 from fastfc import _ae
 from fastfc._kernels import _fedcref as K
 
-from reference_fedcref import adam_keras, ae_forward, association_score, cluster_refine
+from reference_fedcref import adam_keras, ae_forward, association_score, cluster_refine, ratio_score
 
 
 def _params(rng, d=12, hidden=(7, 5, 3, 5, 7)):
@@ -189,6 +189,55 @@ def test_cluster_scores_match_pairwise_numpy():
         rows = labels == q
         for j, c in enumerate(ext):
             assert out[q, j] == pytest.approx(association_score(E[rows, own[q]], E[rows, c], 75.0), abs=1e-12)
+    assert (out[2] == -1.0).all()
+
+
+def test_association_score_is_scale_free():
+    """The paper's score min-max normalises |E_own - E_ext|, so the per-sample error's scale (mean or sum over
+    the 784 pixels) cannot change an association: the issue-14 question (b) has no effect on the test."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        a = rng.exponential(size=300)
+        b = a + rng.exponential(size=300) * rng.random()
+        assert K.association_score(a * 784.0, b * 784.0, 75.0) == pytest.approx(K.association_score(a, b, 75.0),
+                                                                               abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 7, 500])
+def test_ratio_score_matches_numpy(n, dtype):
+    """The opt-in ratio test's kernel is the median of e_ext / e_own (numpy's linear interpolation)."""
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        a = rng.exponential(size=n).astype(dtype)
+        b = (a * rng.uniform(0.5, 3.0, size=n)).astype(dtype)
+        assert K.ratio_score(a, b) == pytest.approx(ratio_score(a, b), rel=1e-12)
+    # exactly reconstructed own rows: 1 when the other model is exact too, +inf otherwise
+    z = np.zeros(n, dtype)
+    assert K.ratio_score(z, z) == ratio_score(z, z) == 1.0
+    assert K.ratio_score(z, np.ones(n, dtype)) == ratio_score(z, np.ones(n, dtype)) == np.inf
+    # scale-free: multiplying both error columns (mean vs sum over pixels) changes nothing
+    a = rng.exponential(size=n).astype(dtype)
+    b = (a * 1.3).astype(dtype)
+    assert K.ratio_score(a, b) == pytest.approx(K.ratio_score(a * 784, b * 784), rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cluster_scores_ratio_test_matches_pairwise_numpy(dtype):
+    rng = np.random.default_rng(7)
+    E = rng.exponential(size=(60, 5)).astype(dtype)
+    labels = rng.integers(0, 3, 60)
+    labels[labels == 2] = 1  # cluster 2 is empty
+    order = np.argsort(labels, kind="stable").astype(np.int64)
+    starts = np.searchsorted(labels[order], np.arange(4)).astype(np.int64)
+    own = np.array([0, 1, 2], np.int64)
+    ext = np.array([3, 4, 0], np.int64)
+    out = np.full((3, 3), -1.0)
+    K.cluster_scores(E, order, starts, own, ext, 75.0, out, 1)
+    for q in (0, 1):
+        rows = labels == q
+        for j, c in enumerate(ext):
+            assert out[q, j] == pytest.approx(ratio_score(E[rows, own[q]], E[rows, c]), rel=1e-12)
     assert (out[2] == -1.0).all()
 
 

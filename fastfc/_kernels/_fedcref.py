@@ -23,7 +23,9 @@ Spec: ``shared/specs/fedcref.md`` §3.1 (AE), §3.3 (association score), §3.5 (
   reconstruction error, without materialising ``x_hat``.
 * :func:`adam_step` -- one Keras-style Adam update of a flat float32 parameter buffer.
 * :func:`association_score` -- ``Q_alpha(minmax(|e_own - e_ext|))`` of one (cluster, model) pair.
-* :func:`cluster_scores` -- the score of every (own cluster, model) pair of a client.
+* :func:`ratio_score` -- ``median(e_ext / e_own)`` of one (cluster, model) pair (the opt-in
+  ``association="ratio"`` test, not in the paper).
+* :func:`cluster_scores` -- the score of every (own cluster, model) pair of a client, either test.
 * :func:`cluster_refine` -- Algorithm 2 (greedy model selection, leftovers to the best selected).
 """
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "bias_sigmoid_row_mse",
     "adam_step",
     "association_score",
+    "ratio_score",
     "cluster_scores",
     "cluster_refine",
 ]
@@ -219,7 +222,54 @@ def association_score(e_own, e_ext, alpha):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
-def cluster_scores(E, order, starts, own_col, ext_cols, alpha, out):
+def _ratio(e_own, e_ext, idx, buf):
+    """Median ratio of the rows ``idx`` of two error columns (see :func:`ratio_score`)."""
+    n = idx.shape[0]
+    for t in range(n):
+        o = np.float64(e_own[idx[t]])
+        x = np.float64(e_ext[idx[t]])
+        if o > 0.0:
+            buf[t] = x / o
+        else:  # the own model reconstructs the row exactly: equal iff the other one does too
+            buf[t] = 1.0 if x <= 0.0 else np.inf
+    s = np.sort(buf[:n])
+    pos = 0.5 * (n - 1)
+    k = int(math.floor(pos))
+    frac = pos - k
+    if k + 1 >= n or frac == 0.0 or s[k + 1] == s[k]:  # (the last test keeps inf - inf out)
+        return s[k]
+    return s[k] + (s[k + 1] - s[k]) * frac
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def ratio_score(e_own, e_ext):
+    """One direction of the opt-in ratio association test (``FedCRef(association="ratio")``; not in the
+    paper): the median over the owner's rows of ``e_ext / e_own``.
+
+    How many times worse the received model reconstructs the owner's rows than the owner's own model,
+    for the typical row (the median, with NumPy's linear interpolation). A row the own model
+    reconstructs exactly counts 1 if the received model does too, +inf otherwise.
+
+    Parameters
+    ----------
+    e_own : ndarray of shape (n,), float32
+        Per-sample errors of the data owner's model on the owner's cluster (n >= 1).
+    e_ext : ndarray of shape (n,), float32
+        Per-sample errors of the received model on the same samples.
+
+    Returns
+    -------
+    score : float
+        >= 0; the pair passes this direction when ``score <= ratio_threshold``.
+    """
+    n = e_own.shape[0]
+    idx = np.arange(n)
+    buf = np.empty(n, dtype=np.float64)
+    return _ratio(e_own, e_ext, idx, buf)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
+def cluster_scores(E, order, starts, own_col, ext_cols, alpha, out, test=0):
     """Scores of every (own cluster, received model) pair of one client.
 
     Parameters
@@ -235,9 +285,11 @@ def cluster_scores(E, order, starts, own_col, ext_cols, alpha, out):
     ext_cols : ndarray of shape (n_ext,), int64
         Columns of ``E`` of the received models to score against.
     alpha : float
-        Percentile in [0, 100].
+        Percentile in [0, 100] (``test=0`` only).
     out : ndarray of shape (n_clusters, n_ext), float64
         Receives the scores; rows of clusters without a model or without rows are left untouched.
+    test : int, default=0
+        0: the paper's score (:func:`association_score`); 1: the median ratio (:func:`ratio_score`).
     """
     k = starts.shape[0] - 1
     m = ext_cols.shape[0]
@@ -249,7 +301,10 @@ def cluster_scores(E, order, starts, own_col, ext_cols, alpha, out):
             continue
         idx = order[starts[q]:starts[q + 1]]
         buf = np.empty(n, dtype=np.float64)
-        out[q, j] = _score(E[:, own_col[q]], E[:, ext_cols[j]], idx, alpha, buf)
+        if test == 1:
+            out[q, j] = _ratio(E[:, own_col[q]], E[:, ext_cols[j]], idx, buf)
+        else:
+            out[q, j] = _score(E[:, own_col[q]], E[:, ext_cols[j]], idx, alpha, buf)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
