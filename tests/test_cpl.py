@@ -366,6 +366,10 @@ def test_block_and_single_candidate_distances_match_the_numpy_order(d):
     np.testing.assert_array_equal(out[:7], ref[2:])
     single = np.array([[_one_dist_t(X, i, CT, MwT, t) for t in range(37)] for i in range(9)])
     np.testing.assert_array_equal(single, ref)
+    from fastfc._kernels._cpl import _one_dist_tc
+
+    called = np.array([[_one_dist_tc(X, i, CT, MwT, t) for t in range(37)] for i in range(9)])
+    np.testing.assert_array_equal(called, ref)
     from fastfc._kernels._cpl import _one_dist_r
 
     rows = np.array([[_one_dist_r(X, i, C, Mw, j) for j in range(37)] for i in range(9)])
