@@ -21,7 +21,8 @@ import numpy as np
 __all__ = ["warmup", "numba_dispatchers", "unwarmed_kernels"]
 
 #: public kernels no fit calls: the tested reference of a faster path, or a probe's building block
-_REFERENCE_ONLY = frozenset({"fastfc._kernels._feca.kmeans_plusplus", "fastfc._kernels._fedcref.association_score"})
+_REFERENCE_ONLY = frozenset({"fastfc._kernels._feca.kmeans_plusplus", "fastfc._kernels._fedcref.association_score",
+                             "fastfc._kernels._fedcref.ratio_score"})
 
 #: the fits :func:`warmup` runs: (estimator name, keyword arguments, data in [0, 1])
 _FITS: tuple[tuple[str, dict, bool], ...] = (
