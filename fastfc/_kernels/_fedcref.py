@@ -172,6 +172,20 @@ def adam_step(w, g, m, v, lr_t, beta1, beta2, eps):
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
+def _percentile_of(v, p):
+    """The ``p``-quantile (``p`` in [0, 1]) of ``v`` (n >= 1) with linear interpolation, as NumPy's
+    default; sorts a copy. Equal neighbours give that value exactly (which keeps ``inf - inf`` out)."""
+    n = v.shape[0]
+    s = np.sort(v)
+    pos = p * (n - 1)
+    k = int(math.floor(pos))
+    frac = pos - k
+    if k + 1 >= n or frac == 0.0 or s[k + 1] == s[k]:
+        return s[k]
+    return s[k] + (s[k + 1] - s[k]) * frac
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True)
 def _score(e_own, e_ext, idx, alpha, buf):
     """Score of the rows ``idx`` of two error columns (see :func:`association_score`)."""
     n = idx.shape[0]
@@ -186,11 +200,7 @@ def _score(e_own, e_ext, idx, alpha, buf):
             hi = dv
     if hi - lo <= 1e-12 * max(hi, 1e-12):
         return 0.0
-    s = np.sort(buf[:n])
-    pos = alpha / 100.0 * (n - 1)
-    k = int(math.floor(pos))
-    frac = pos - k
-    q = s[k] if k + 1 >= n else s[k] + (s[k + 1] - s[k]) * frac
+    q = _percentile_of(buf[:n], alpha / 100.0)
     return (q - lo) / (hi - lo)
 
 
@@ -232,13 +242,7 @@ def _ratio(e_own, e_ext, idx, buf):
             buf[t] = x / o
         else:  # the own model reconstructs the row exactly: equal iff the other one does too
             buf[t] = 1.0 if x <= 0.0 else np.inf
-    s = np.sort(buf[:n])
-    pos = 0.5 * (n - 1)
-    k = int(math.floor(pos))
-    frac = pos - k
-    if k + 1 >= n or frac == 0.0 or s[k + 1] == s[k]:  # (the last test keeps inf - inf out)
-        return s[k]
-    return s[k] + (s[k + 1] - s[k]) * frac
+    return _percentile_of(buf[:n], 0.5)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
