@@ -751,173 +751,6 @@ cdef bint _alloc_work(LloydWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k
                 or W.lab == NULL or W.dist == NULL)
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-@cython.cdivision(True)
-def lloyd_stats_kernel(
-    const rowfloat[:, :] X,
-    const double[:, ::1] C,
-    const double[:, ::1] CT,
-    const double[::1] cn,
-    double cmax,
-    const double[::1] mu,
-    double mu_norm,
-    const float[:, ::1] Cs32,
-    const double[::1] cns,
-    double cmaxs,
-    const double[::1] w,
-    bint weighted,
-    int path,
-    long long[::1] counts,
-    double[:, ::1] sums,
-    double[::1] inertia,
-    Py_ssize_t n_blocks,
-    int n_threads=1,
-    Py_ssize_t chunk_size=256,
-):
-    """Per-cluster counts, raw sums and inertia of the rows of ``X``, fused with the assignment.
-
-    Rows are cut into ``B = n_blocks`` blocks of whole chunks (block ``b`` holds chunks
-    ``b * n_chunks // B`` to ``(b + 1) * n_chunks // B``); each block accumulates its rows
-    in order into its own partial; the partials are then added in block order. Threads
-    only change which thread computes which block, so results do not depend on them.
-
-    Parameters
-    ----------
-    X : (n, d) float32/float64, any strides
-    C : (k, d) C-contiguous float64 prototypes (multiplied by ``w`` when weighted)
-    CT : (d, k) C-contiguous, ``C`` transposed (the direct loop's layout)
-    cn : (k,) squared norms of ``C`` (screens)
-    cmax : float
-        An upper bound of the norms of ``C`` (screens).
-    mu : (d,) a centre of the prototypes (float32 screen)
-    mu_norm : float
-        An upper bound of ``||mu||`` (float32 screen).
-    Cs32 : (k, d) float32, ``C - mu`` rounded to float32 (float32 screen)
-    cns : (k,) float64 squared norms of ``C - mu`` (float32 screen)
-    cmaxs : float
-        An upper bound of the norms of ``C - mu`` (float32 screen).
-    w : (d,) feature weights (read only when ``weighted``)
-    weighted : bool
-    path : int
-        0: direct loop; 1: float64 BLAS screen; 2: float32 BLAS screen (float64 for
-        chunks whose magnitudes could overflow float32). All give the same labels.
-    counts, sums, inertia : (k,), (k, d), (k,) zeroed outputs
-    n_blocks : int
-        Blocks (partial statistics), a function of the shape only.
-    n_threads : int
-        OpenMP threads (ignored in a serial build). BLAS must be single-threaded.
-    chunk_size : int
-        Rows per chunk.
-
-    Returns
-    -------
-    ok : bool
-        False when a work buffer could not be allocated (outputs then invalid).
-    """
-    cdef Py_ssize_t n = X.shape[0]
-    cdef Py_ssize_t d = C.shape[1]
-    cdef Py_ssize_t k = C.shape[0]
-    cdef Py_ssize_t B = n_blocks
-    cdef Py_ssize_t n_chunks, b, c, j, lo, hi
-    cdef bint direct_rows
-    cdef int failed = 0
-    cdef LloydProblem P
-    cdef LloydWork* Wp = NULL
-    cdef bint ok_work
-    cdef char* block_failed
-    cdef long long* counts_part
-    cdef double* sums_part
-    cdef double* inertia_part
-    if n == 0 or B < 1:
-        return True
-    if chunk_size < 1:
-        chunk_size = 1
-    P.C = &C[0, 0]
-    P.CT = &CT[0, 0]
-    P.cn = &cn[0]
-    P.cmax = cmax
-    P.mu = &mu[0]
-    P.mu_norm = mu_norm
-    P.Cs32 = &Cs32[0, 0]
-    P.cns = &cns[0]
-    P.cmaxs = cmaxs
-    P.w = &w[0]
-    P.d = d
-    P.k = k
-    P.weighted = weighted
-    P.path = path
-    n_chunks = (n + chunk_size - 1) // chunk_size
-    direct_rows = (rowfloat is double and not weighted and d > 0
-                   and X.strides[1] == sizeof(double) and X.strides[0] == d * <Py_ssize_t>sizeof(double))
-    counts_part = <long long*>calloc(B * k, sizeof(long long))
-    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
-    inertia_part = <double*>calloc(B * k, sizeof(double))
-    if counts_part == NULL or sums_part == NULL or inertia_part == NULL:
-        free(counts_part)
-        free(sums_part)
-        free(inertia_part)
-        return False
-    n_threads = _threads_for(n_threads, B)
-    block_failed = <char*>calloc(B, sizeof(char))
-    if block_failed == NULL:
-        free(counts_part)
-        free(sums_part)
-        free(inertia_part)
-        return False
-    if n_threads == 1:
-        # one set of work buffers for all blocks, no OpenMP region
-        Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
-        if Wp == NULL or not _alloc_work(Wp, chunk_size, d, k, path):
-            failed = 1
-        else:
-            with nogil:
-                for b in range(B):
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
-        if Wp != NULL:
-            _free_work(Wp)
-            free(Wp)
-    else:
-        with nogil, parallel(num_threads=n_threads):
-            # one set of work buffers per thread (pointers assigned in the block are thread-private)
-            Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
-            ok_work = Wp != NULL and _alloc_work(Wp, chunk_size, d, k, path)
-            for b in prange(B, schedule="dynamic"):
-                if ok_work:
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
-                else:
-                    block_failed[b] = 1
-            if Wp != NULL:
-                _free_work(Wp)
-                free(Wp)
-        for b in range(B):
-            if block_failed[b]:
-                failed = 1
-    free(block_failed)
-    if not failed:
-        with nogil:
-            for b in range(B):
-                for c in range(k):
-                    counts[c] += counts_part[b * k + c]
-                    inertia[c] += inertia_part[b * k + c]
-                    for j in range(d):
-                        sums[c, j] += sums_part[(b * k + c) * d + j]
-    free(counts_part)
-    free(sums_part)
-    free(inertia_part)
-    return not failed
-
-
 # --------------------------------------------------------------------------------------
 # Federated-Lloyd round statistics: the same labels, counts and sums as lloyd_stats_kernel,
 # the inertia from per-cluster moments (no exact distance for rows the screen decides)
@@ -1223,6 +1056,255 @@ cdef bint _alloc_round_work(RoundWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssi
                 or W.sq == NULL or W.lab == NULL)
 
 
+# --------------------------------------------------------------------------------------
+# The chunk/block driver shared by lloyd_stats_kernel and lloyd_round_kernel
+# --------------------------------------------------------------------------------------
+
+#: which block function the driver runs: lloyd_stats_kernel's (exact distances) or lloyd_round_kernel's
+cdef enum:
+    _STATS = 0
+    _ROUND = 1
+
+
+cdef void _del_work(int kind, void* W) noexcept nogil:
+    """Free one block's work buffers made by :func:`_new_work` (NULL allowed)."""
+    if W == NULL:
+        return
+    if kind == _STATS:
+        _free_work(<LloydWork*>W)
+    else:
+        _free_round_work(<RoundWork*>W)
+    free(W)
+
+
+cdef void* _new_work(int kind, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k, int path) noexcept nogil:
+    """One block's work buffers (a ``LloydWork`` or a ``RoundWork``); NULL on failure."""
+    cdef void* W
+    cdef bint ok
+    if kind == _STATS:
+        W = calloc(1, sizeof(LloydWork))
+        ok = W != NULL and _alloc_work(<LloydWork*>W, chunk, d, k, path)
+    else:
+        W = calloc(1, sizeof(RoundWork))
+        ok = W != NULL and _alloc_round_work(<RoundWork*>W, chunk, d, k)
+    if not ok:
+        _del_work(kind, W)
+        return NULL
+    return W
+
+
+@cython.cdivision(True)
+cdef inline void _one_block(
+    int kind,
+    const rowfloat[:, :] X,
+    Py_ssize_t b,
+    Py_ssize_t B,
+    Py_ssize_t chunk_size,
+    void* P,
+    bint rows_in_place,
+    void* W,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    long long* counts_part,
+    double* sums_part,
+    double* extra_part,
+) noexcept nogil:
+    """Block ``b`` of ``B`` (chunks ``b * n_chunks // B`` to ``(b + 1) * n_chunks // B``) into its partials."""
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t n_chunks = (n + chunk_size - 1) // chunk_size
+    cdef Py_ssize_t lo = (b * n_chunks // B) * chunk_size
+    cdef Py_ssize_t hi = ((b + 1) * n_chunks // B) * chunk_size
+    if hi > n:
+        hi = n
+    if kind == _STATS:
+        _lloyd_block(X, lo, hi, <LloydProblem*>P, rows_in_place, chunk_size, <LloydWork*>W,
+                     counts_part + b * k, sums_part + b * k * d, extra_part + b * k)
+    else:
+        _round_block(X, lo, hi, <RoundProblem*>P, rows_in_place, chunk_size, <RoundWork*>W,
+                     counts_part + b * k, sums_part + b * k * d, extra_part + b * k)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef bint _blocked_stats(
+    int kind,
+    const rowfloat[:, :] X,
+    void* P,
+    bint rows_in_place,
+    int path,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    long long[::1] counts,
+    double[:, ::1] sums,
+    double[::1] extra,
+    Py_ssize_t n_blocks,
+    int n_threads,
+    Py_ssize_t chunk_size,
+):
+    """Counts, raw sums and a per-cluster ``extra`` (inertia or squared norms) of all rows, block by block.
+
+    Rows are cut into ``B = n_blocks`` blocks of whole chunks; each block accumulates its rows
+    in order (through the ``kind``'s block function, :func:`_lloyd_block` or :func:`_round_block`)
+    into its own partials, which are then added in block order. Threads only change which
+    thread computes which block, so results do not depend on them. Returns False when a work
+    buffer could not be allocated (outputs then invalid).
+    """
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t B = n_blocks
+    cdef Py_ssize_t b, c, j
+    cdef int failed = 0
+    cdef void* Wp = NULL
+    cdef bint ok_work
+    cdef char* block_failed
+    cdef long long* counts_part
+    cdef double* sums_part
+    cdef double* extra_part
+    if n == 0 or B < 1:
+        return True
+    if chunk_size < 1:
+        chunk_size = 1
+    counts_part = <long long*>calloc(B * k, sizeof(long long))
+    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
+    extra_part = <double*>calloc(B * k, sizeof(double))
+    block_failed = <char*>calloc(B, sizeof(char))
+    if counts_part == NULL or sums_part == NULL or extra_part == NULL or block_failed == NULL:
+        free(counts_part)
+        free(sums_part)
+        free(extra_part)
+        free(block_failed)
+        return False
+    n_threads = _threads_for(n_threads, B)
+    if n_threads == 1:
+        # one set of work buffers for all blocks, no OpenMP region
+        Wp = _new_work(kind, chunk_size, d, k, path)
+        if Wp == NULL:
+            failed = 1
+        else:
+            with nogil:
+                for b in range(B):
+                    _one_block(kind, X, b, B, chunk_size, P, rows_in_place, Wp, d, k,
+                               counts_part, sums_part, extra_part)
+            _del_work(kind, Wp)
+    else:
+        with nogil, parallel(num_threads=n_threads):
+            # one set of work buffers per thread (pointers assigned in the block are thread-private)
+            Wp = _new_work(kind, chunk_size, d, k, path)
+            ok_work = Wp != NULL
+            for b in prange(B, schedule="dynamic"):
+                if ok_work:
+                    _one_block(kind, X, b, B, chunk_size, P, rows_in_place, Wp, d, k,
+                               counts_part, sums_part, extra_part)
+                else:
+                    block_failed[b] = 1
+            _del_work(kind, Wp)
+        for b in range(B):
+            if block_failed[b]:
+                failed = 1
+    free(block_failed)
+    if not failed:
+        with nogil:
+            for b in range(B):
+                for c in range(k):
+                    counts[c] += counts_part[b * k + c]
+                    extra[c] += extra_part[b * k + c]
+                    for j in range(d):
+                        sums[c, j] += sums_part[(b * k + c) * d + j]
+    free(counts_part)
+    free(sums_part)
+    free(extra_part)
+    return not failed
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def lloyd_stats_kernel(
+    const rowfloat[:, :] X,
+    const double[:, ::1] C,
+    const double[:, ::1] CT,
+    const double[::1] cn,
+    double cmax,
+    const double[::1] mu,
+    double mu_norm,
+    const float[:, ::1] Cs32,
+    const double[::1] cns,
+    double cmaxs,
+    const double[::1] w,
+    bint weighted,
+    int path,
+    long long[::1] counts,
+    double[:, ::1] sums,
+    double[::1] inertia,
+    Py_ssize_t n_blocks,
+    int n_threads=1,
+    Py_ssize_t chunk_size=256,
+):
+    """Per-cluster counts, raw sums and inertia of the rows of ``X``, fused with the assignment.
+
+    Rows are cut into ``B = n_blocks`` blocks of whole chunks (block ``b`` holds chunks
+    ``b * n_chunks // B`` to ``(b + 1) * n_chunks // B``); each block accumulates its rows
+    in order into its own partial; the partials are then added in block order. Threads
+    only change which thread computes which block, so results do not depend on them.
+
+    Parameters
+    ----------
+    X : (n, d) float32/float64, any strides
+    C : (k, d) C-contiguous float64 prototypes (multiplied by ``w`` when weighted)
+    CT : (d, k) C-contiguous, ``C`` transposed (the direct loop's layout)
+    cn : (k,) squared norms of ``C`` (screens)
+    cmax : float
+        An upper bound of the norms of ``C`` (screens).
+    mu : (d,) a centre of the prototypes (float32 screen)
+    mu_norm : float
+        An upper bound of ``||mu||`` (float32 screen).
+    Cs32 : (k, d) float32, ``C - mu`` rounded to float32 (float32 screen)
+    cns : (k,) float64 squared norms of ``C - mu`` (float32 screen)
+    cmaxs : float
+        An upper bound of the norms of ``C - mu`` (float32 screen).
+    w : (d,) feature weights (read only when ``weighted``)
+    weighted : bool
+    path : int
+        0: direct loop; 1: float64 BLAS screen; 2: float32 BLAS screen (float64 for
+        chunks whose magnitudes could overflow float32). All give the same labels.
+    counts, sums, inertia : (k,), (k, d), (k,) zeroed outputs
+    n_blocks : int
+        Blocks (partial statistics), a function of the shape only.
+    n_threads : int
+        OpenMP threads (ignored in a serial build). BLAS must be single-threaded.
+    chunk_size : int
+        Rows per chunk.
+
+    Returns
+    -------
+    ok : bool
+        False when a work buffer could not be allocated (outputs then invalid).
+    """
+    cdef Py_ssize_t d = C.shape[1]
+    cdef Py_ssize_t k = C.shape[0]
+    cdef LloydProblem P
+    cdef bint direct_rows
+    P.C = &C[0, 0]
+    P.CT = &CT[0, 0]
+    P.cn = &cn[0]
+    P.cmax = cmax
+    P.mu = &mu[0]
+    P.mu_norm = mu_norm
+    P.Cs32 = &Cs32[0, 0]
+    P.cns = &cns[0]
+    P.cmaxs = cmaxs
+    P.w = &w[0]
+    P.d = d
+    P.k = k
+    P.weighted = weighted
+    P.path = path
+    # unweighted C-contiguous float64 rows are labelled in place
+    direct_rows = (rowfloat is double and not weighted and d > 0
+                   and X.strides[1] == sizeof(double) and X.strides[0] == d * <Py_ssize_t>sizeof(double))
+    return _blocked_stats(_STATS, X, <void*>&P, direct_rows, path, d, k, counts, sums, inertia, n_blocks, n_threads,
+                          chunk_size)
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
@@ -1287,24 +1369,10 @@ def lloyd_round_kernel(
     ok : bool
         False when a work buffer could not be allocated (outputs then invalid).
     """
-    cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = C.shape[1]
     cdef Py_ssize_t k = C.shape[0]
-    cdef Py_ssize_t B = n_blocks
-    cdef Py_ssize_t n_chunks, b, c, j, lo, hi
-    cdef bint rows_in_place
-    cdef int failed = 0
     cdef RoundProblem P
-    cdef RoundWork* Wp = NULL
-    cdef bint ok_work
-    cdef char* block_failed
-    cdef long long* counts_part
-    cdef double* sums_part
-    cdef double* q_part
-    if n == 0 or B < 1:
-        return True
-    if chunk_size < 1:
-        chunk_size = 1
+    cdef bint rows_in_place
     P.C = &C[0, 0]
     P.B64 = &B64[0, 0]
     P.e64 = &e64[0]
@@ -1319,66 +1387,8 @@ def lloyd_round_kernel(
     P.k = k
     P.weighted = weighted
     P.path = path
-    n_chunks = (n + chunk_size - 1) // chunk_size
+    # C-contiguous rows are screened in place (else copied chunk by chunk)
     rows_in_place = (d > 0 and X.strides[1] == sizeof(rowfloat)
                      and X.strides[0] == d * <Py_ssize_t>sizeof(rowfloat))
-    counts_part = <long long*>calloc(B * k, sizeof(long long))
-    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
-    q_part = <double*>calloc(B * k, sizeof(double))
-    block_failed = <char*>calloc(B, sizeof(char))
-    if counts_part == NULL or sums_part == NULL or q_part == NULL or block_failed == NULL:
-        free(counts_part)
-        free(sums_part)
-        free(q_part)
-        free(block_failed)
-        return False
-    n_threads = _threads_for(n_threads, B)
-    if n_threads == 1:
-        Wp = <RoundWork*>calloc(1, sizeof(RoundWork))
-        if Wp == NULL or not _alloc_round_work(Wp, chunk_size, d, k):
-            failed = 1
-        else:
-            with nogil:
-                for b in range(B):
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _round_block(X, lo, hi, &P, rows_in_place, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, q_part + b * k)
-        if Wp != NULL:
-            _free_round_work(Wp)
-            free(Wp)
-    else:
-        with nogil, parallel(num_threads=n_threads):
-            Wp = <RoundWork*>calloc(1, sizeof(RoundWork))
-            ok_work = Wp != NULL and _alloc_round_work(Wp, chunk_size, d, k)
-            for b in prange(B, schedule="dynamic"):
-                if ok_work:
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _round_block(X, lo, hi, &P, rows_in_place, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, q_part + b * k)
-                else:
-                    block_failed[b] = 1
-            if Wp != NULL:
-                _free_round_work(Wp)
-                free(Wp)
-        for b in range(B):
-            if block_failed[b]:
-                failed = 1
-    free(block_failed)
-    if not failed:
-        with nogil:
-            for b in range(B):
-                for c in range(k):
-                    counts[c] += counts_part[b * k + c]
-                    qsum[c] += q_part[b * k + c]
-                    for j in range(d):
-                        sums[c, j] += sums_part[(b * k + c) * d + j]
-    free(counts_part)
-    free(sums_part)
-    free(q_part)
-    return not failed
+    return _blocked_stats(_ROUND, X, <void*>&P, rows_in_place, path, d, k, counts, sums, qsum, n_blocks, n_threads,
+                          chunk_size)
