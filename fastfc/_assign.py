@@ -61,19 +61,23 @@ def _as_float_2d(name: str, A, dtype) -> np.ndarray:
     return A
 
 
-def _in_blocks(run, X: np.ndarray, dtype, labels: np.ndarray, dist: np.ndarray, chunk: int) -> None:
+def _in_blocks(run, X: np.ndarray, dtype, labels: np.ndarray, dist, chunk: int) -> int:
     """``run(X_block, labels_block, dist_block)`` over all rows, upcasting X to ``dtype`` block by block.
 
     Without a cast it is one call. Each row's result is independent of the block it is in,
     and blocks are whole multiples of the kernel's chunk, so results match one call.
+    ``dist`` may be None (then every ``dist_block`` is None). Returns the sum of what the
+    calls return (the direct kernel's count of rows with a non-finite distance or label -1).
     """
     if X.dtype == dtype:
-        run(X, labels, dist)
-        return
+        return int(run(X, labels, dist) or 0)
+    bad = 0
     rows = max(chunk, (UPCAST_BLOCK // max(X.shape[1], 1)) // chunk * chunk)
     for start in range(0, X.shape[0], rows):
         stop = min(start + rows, X.shape[0])
-        run(np.ascontiguousarray(X[start:stop], dtype=dtype), labels[start:stop], dist[start:stop])
+        bad += int(run(np.ascontiguousarray(X[start:stop], dtype=dtype), labels[start:stop],
+                       None if dist is None else dist[start:stop]) or 0)
+    return bad
 
 
 def assign_nearest(
@@ -148,10 +152,10 @@ def assign_nearest(
             raise ValueError("weights must be non-negative")
     n = X.shape[0]
     labels = np.empty(n, dtype=np.int32)
-    dist = np.empty(n, dtype=dtype)
     n_threads = effective_n_jobs(n_jobs)
     d, k = C.shape[1], C.shape[0]
     if W is None and use_gemm(d, k):
+        dist = np.empty(n, dtype=dtype)
         cn, cmax = gemm_norms(C)
 
         def run(Xb, lab, dst):
@@ -160,22 +164,25 @@ def assign_nearest(
         # the threads are ours (n_jobs); each runs its own small products on one BLAS thread
         with limit_blas_threads(1):
             _in_blocks(run, X, dtype, labels, dist, GEMM_CHUNK_SIZE)
+        bad = not (np.isfinite(dist).all() and (labels >= 0).all()) if n else False
     else:
+        # the direct kernel counts the rows with a non-finite distance (or label -1) itself, and
+        # writes the distances only when they are asked for
+        dist = np.empty(n, dtype=dtype) if return_distances else None
         # the direct kernel takes prototypes (and weights) transposed, (d, k)
         CT = np.ascontiguousarray(C.T)
         WT = CT if W is None else np.ascontiguousarray(W.T)
 
         def run(Xb, lab, dst):
-            assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE)
+            return assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE)
 
-        _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE)
+        bad = _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE) > 0
     # a row with NaN or infinity has a non-finite distance (or, through the BLAS screen, no
     # candidate: label -1): the full finiteness check of X (a pass over n x d values and an
-    # n x d temporary) runs only then, after one pass over the n distances and labels
-    if n and check_finite and not (np.isfinite(dist).all() and (labels >= 0).all()):
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinity")
-    if n and (labels < 0).any():
+    # n x d temporary) runs only then
+    if bad and check_finite and not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinity")
+    if bad and (labels < 0).any():
         raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")
     if return_distances:
         return labels, dist

@@ -209,3 +209,83 @@ def test_non_finite_rows_are_rejected_wherever_they_are(bad, d, k, weighted, dty
             assign_nearest(Xb, C, W)
         lab = assign_nearest(Xb[np.arange(3000) != row], C, W)  # the same rows without it: fine
         np.testing.assert_array_equal(lab, assign_nearest(X, C, W)[np.arange(3000) != row])
+
+
+def _sequential_ref(X, C, W=None):
+    """Labels and distances of the exact (direct) kernel's arithmetic, in NumPy: each distance
+    summed over features in the order 0 .. d-1 in the dtype of X (``acc = acc + t * t``, or
+    ``acc + w * (t * t)``), ties to the lowest index."""
+    n, d = X.shape
+    acc = np.zeros((n, C.shape[0]), dtype=X.dtype)
+    for j in range(d):
+        t = X[:, j, None] - C[None, :, j]
+        acc = acc + (t * t if W is None else W[None, :, j] * (t * t))
+    labels = np.argmin(acc, axis=1) if len(C) else np.zeros(n, np.intp)
+    return labels.astype(np.int32), acc[np.arange(n), labels]
+
+
+def _direct_kernel(X, C, W=None, n_threads=1, chunk=512, with_dist=True):
+    from fastfc._kernels._assign import assign_nearest_kernel
+
+    CT = np.ascontiguousarray(C.T)
+    WT = CT if W is None else np.ascontiguousarray(W.T)
+    labels = np.full(len(X), -7, dtype=np.int32)
+    dist = np.full(len(X), -7, dtype=X.dtype) if with_dist else None
+    bad = assign_nearest_kernel(np.ascontiguousarray(X), CT, WT, W is not None, labels, dist, n_threads, chunk)
+    return labels, dist, bad
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_direct_kernel_is_bit_identical_to_sequential_reference(dtype, weighted):
+    """The direct kernel sums several rows at a time in vector lanes (blocks of 32 float64 / 64
+    float32 rows, transposed): every row's distance must still be the per-row sequential sum to
+    the bit, and its label the first minimum -- for any n (block tails, n below one block),
+    any d (tiled transposes from 8 features, the d = 2 split, the element-by-element rest),
+    exact ties, thread counts and chunk sizes."""
+    rng = np.random.default_rng(1234 + weighted)
+    shapes = [(n, d, k) for n in (1, 5, 31, 32, 33, 63, 64, 65, 129, 700)
+              for d, k in ((1, 3), (2, 15), (3, 4), (7, 9), (8, 5), (9, 2), (10, 10), (16, 10), (17, 33), (40, 7))]
+    for trial, (n, d, k) in enumerate(shapes):
+        if trial % 2:  # small integers: many exact ties between different prototypes
+            X = rng.integers(-3, 4, size=(n, d)).astype(dtype)
+            C = rng.integers(-3, 4, size=(k, d)).astype(dtype)
+        else:
+            X = (rng.standard_normal((n, d)) * 10 ** rng.uniform(-3, 3)).astype(dtype)
+            C = rng.standard_normal((k, d)).astype(dtype)
+            if k > 2:
+                C[k - 1] = C[0]  # a duplicated prototype: the tie goes to index 0
+                X[: n // 3] = C[rng.integers(0, k, n // 3)]  # rows on prototypes (distance 0)
+        W = (rng.random((k, d)) * 2).astype(dtype) if weighted else None
+        if weighted and trial % 3 == 0:
+            W[:, 0] = 0
+        ref_labels, ref_dist = _sequential_ref(X, C, W)
+        for n_threads, chunk in ((1, 512), (2, 7), (2, 64)):
+            labels, dist, bad = _direct_kernel(X, C, W, n_threads, chunk)
+            np.testing.assert_array_equal(labels, ref_labels, err_msg=f"{(n, d, k, n_threads, chunk)}")
+            np.testing.assert_array_equal(dist.view(np.uint8), ref_dist.view(np.uint8),
+                                          err_msg=f"{(n, d, k, n_threads, chunk)}")
+            assert bad == 0
+        labels, dist, bad = _direct_kernel(X, C, W, with_dist=False)  # distances not asked for
+        np.testing.assert_array_equal(labels, ref_labels)
+        assert dist is None and bad == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("d", [2, 5, 12])
+def test_direct_kernel_counts_non_finite_rows(dtype, d):
+    """The kernel's return value (rows with a NaN/infinite distance) is what assign_nearest's
+    finiteness check relies on: every bad row in any lane of any block must be counted."""
+    rng = np.random.default_rng(d)
+    X = rng.standard_normal((101, d)).astype(dtype)
+    C = rng.standard_normal((6, d)).astype(dtype)
+    bad_rows = [0, 31, 32, 63, 64, 100]
+    X[bad_rows, d - 1] = [np.nan, np.inf, -np.inf, np.nan, np.inf, np.nan]
+    for n_threads, chunk in ((1, 512), (2, 10)):
+        for with_dist in (True, False):
+            assert _direct_kernel(X, C, None, n_threads, chunk, with_dist)[2] == len(bad_rows)
+    ok = np.setdiff1d(np.arange(101), bad_rows)
+    labels, dist, _ = _direct_kernel(X, C)
+    ref_labels, ref_dist = _sequential_ref(X[ok], C)
+    np.testing.assert_array_equal(labels[ok], ref_labels)
+    np.testing.assert_array_equal(dist[ok], ref_dist)

@@ -80,10 +80,176 @@ cdef inline int _threads_for(int n_threads, Py_ssize_t n_chunks) noexcept:
     return n_threads
 
 
+cdef extern from *:
+    """
+    /* The direct loop, vectorised across rows: a block of RB rows is transposed (d x RB) and, per
+       prototype, RB distances are summed at once, each over features j = 0 .. d-1 in order, so every
+       row's distance has the bits of the plain per-row loop (t = x_j - c_j; acc = acc + t * t, or
+       acc + w_j * (t * t)); the lanes hold different rows. Ties go to the lowest prototype (strict <);
+       a NaN distance never replaces the best, as in the plain loop. GCC vector types (64 bytes) are
+       lowered to what the clone's target has (AVX-512, AVX2 or SSE2); the module is built with
+       -ffp-contract=off, so no clone fuses a multiply-add: all clones give the same bits. */
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
+    #define FASTFC_DCLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+    #else
+    #define FASTFC_DCLONES
+    #endif
+    typedef double fastfc_v8d __attribute__((vector_size(64)));
+    typedef long long fastfc_v8l __attribute__((vector_size(64)));
+    typedef float fastfc_v16f __attribute__((vector_size(64)));
+    typedef int fastfc_v16i __attribute__((vector_size(64)));
+    /* vectors of 64 bytes per row block: RB = 4 x lanes rows (32 float64, 64 float32) */
+    #define FASTFC_NV 4
+    /* bytes of the scratch a direct call needs for d features (one transposed block, aligned) */
+    static Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) { return 64 * FASTFC_NV * (d > 0 ? d : 1) + 64; }
+    /* Transposes of a block of rows into the d x RB buffer (pure data movement: no rounding).
+       8 x 8 tiles by shuffles of 8-lane vectors (three stages of two-input shuffles); the last
+       tile of a row overlaps the previous one when 8 does not divide d (it rewrites the same
+       values). d = 2: one even/odd split per two vectors. Other blocks (d < 8 but 2, the last,
+       partial block): element by element, the unused lanes set to 0. */
+    typedef double fastfc_v8dt __attribute__((vector_size(64)));
+    typedef float fastfc_v8f __attribute__((vector_size(32)));
+    typedef int fastfc_v8i __attribute__((vector_size(32)));
+    #define FASTFC_TILE8(NAME, T, V8, M8)                                                         \\
+    static inline __attribute__((always_inline)) void NAME(const T* x, Py_ssize_t ld, T* out,      \\
+                                                           Py_ssize_t ldo) {                       \\
+        V8 r[8], t[8], u[8], o[8];                                                               \\
+        for (int q = 0; q < 8; q++) memcpy(&r[q], x + q * ld, sizeof(V8));                       \\
+        for (int q = 0; q < 8; q += 2) {                                                         \\
+            t[q] = __builtin_shuffle(r[q], r[q + 1], (M8){0, 8, 2, 10, 4, 12, 6, 14});           \\
+            t[q + 1] = __builtin_shuffle(r[q], r[q + 1], (M8){1, 9, 3, 11, 5, 13, 7, 15});       \\
+        }                                                                                        \\
+        for (int q = 0; q < 8; q += 4)                                                           \\
+            for (int h = 0; h < 2; h++) {                                                        \\
+                u[q + h] = __builtin_shuffle(t[q + h], t[q + h + 2], (M8){0, 1, 8, 9, 4, 5, 12, 13}); \\
+                u[q + h + 2] = __builtin_shuffle(t[q + h], t[q + h + 2], (M8){2, 3, 10, 11, 6, 7, 14, 15}); \\
+            }                                                                                    \\
+        for (int q = 0; q < 4; q++) {                                                            \\
+            o[q] = __builtin_shuffle(u[q], u[q + 4], (M8){0, 1, 2, 3, 8, 9, 10, 11});            \\
+            o[q + 4] = __builtin_shuffle(u[q], u[q + 4], (M8){4, 5, 6, 7, 12, 13, 14, 15});      \\
+        }                                                                                        \\
+        for (int q = 0; q < 8; q++) memcpy(out + q * ldo, &o[q], sizeof(V8));                    \\
+    }
+    FASTFC_TILE8(fastfc_tile8_f64, double, fastfc_v8dt, fastfc_v8l)
+    FASTFC_TILE8(fastfc_tile8_f32, float, fastfc_v8f, fastfc_v8i)
+    #define FASTFC_TRANSPOSE(NAME, T, TILE, V, M, L)                                             \\
+    static inline __attribute__((always_inline)) void NAME(const T* xb, Py_ssize_t nb,            \\
+                                                           Py_ssize_t d, T* XT) {                 \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        if (nb == RB && d >= 8) {                                                                \\
+            for (Py_ssize_t b = 0; b < RB; b += 8)                                               \\
+                for (Py_ssize_t j0 = 0; j0 < d; j0 += 8) {                                       \\
+                    Py_ssize_t jj = j0 + 8 <= d ? j0 : d - 8;                                    \\
+                    TILE(xb + b * d + jj, d, XT + jj * RB + b, RB);                              \\
+                }                                                                                \\
+        } else if (nb == RB && d == 2) {                                                         \\
+            for (Py_ssize_t b = 0; b < RB; b += L) {                                             \\
+                V v0, v1, e, o;                                                                  \\
+                memcpy(&v0, xb + 2 * b, sizeof(V));                                              \\
+                memcpy(&v1, xb + 2 * b + L, sizeof(V));                                          \\
+                e = __builtin_shuffle(v0, v1, FASTFC_EVEN_##L);                                  \\
+                o = __builtin_shuffle(v0, v1, FASTFC_ODD_##L);                                   \\
+                memcpy(XT + b, &e, sizeof(V));                                                   \\
+                memcpy(XT + RB + b, &o, sizeof(V));                                              \\
+            }                                                                                    \\
+        } else {                                                                                 \\
+            for (Py_ssize_t j = 0; j < d; j++) {                                                 \\
+                T* col = XT + j * RB;                                                            \\
+                for (Py_ssize_t b = 0; b < nb; b++) col[b] = xb[b * d + j];                      \\
+                if (nb < RB)                                                                     \\
+                    for (Py_ssize_t b = nb; b < RB; b++) col[b] = 0;                             \\
+            }                                                                                    \\
+        }                                                                                        \\
+    }
+    #define FASTFC_EVEN_8 ((fastfc_v8l){0, 2, 4, 6, 8, 10, 12, 14})
+    #define FASTFC_ODD_8 ((fastfc_v8l){1, 3, 5, 7, 9, 11, 13, 15})
+    #define FASTFC_EVEN_16 ((fastfc_v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+    #define FASTFC_ODD_16 ((fastfc_v16i){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
+    FASTFC_TRANSPOSE(fastfc_transpose_f64, double, fastfc_tile8_f64, fastfc_v8d, fastfc_v8l, 8)
+    FASTFC_TRANSPOSE(fastfc_transpose_f32, float, fastfc_tile8_f32, fastfc_v16f, fastfc_v16i, 16)
+    #define FASTFC_DIRECT(NAME, T, VT, VI, IT, L, TRANSPOSE)                                                  \\
+    FASTFC_DCLONES static Py_ssize_t NAME(const T* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k,   \\
+                                    const T* CT, const T* WT, int weighted, void* scratch,        \\
+                                    int* labels, T* mindist) {                                    \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        T* XT = (T*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);                                \\
+        Py_ssize_t bad = 0;                                                                      \\
+        for (Py_ssize_t i0 = 0; i0 < m; i0 += RB) {                                              \\
+            Py_ssize_t nb = m - i0 < RB ? m - i0 : RB;                                           \\
+            TRANSPOSE(X + i0 * d, nb, d, XT);                                                    \\
+            VT best[FASTFC_NV];                                                                  \\
+            VI arg[FASTFC_NV];                                                                   \\
+            for (Py_ssize_t c = 0; c < k; c++) {                                                 \\
+                VT acc[FASTFC_NV];                                                               \\
+                for (int v = 0; v < FASTFC_NV; v++) acc[v] = (VT){0};                            \\
+                if (weighted) {                                                                  \\
+                    for (Py_ssize_t j = 0; j < d; j++) {                                         \\
+                        const VT* xr = (const VT*)(XT + j * RB);                                 \\
+                        T cj = CT[j * k + c];                                                    \\
+                        T wj = WT[j * k + c];                                                    \\
+                        for (int v = 0; v < FASTFC_NV; v++) {                                    \\
+                            VT t = xr[v] - cj;                                                   \\
+                            acc[v] = acc[v] + wj * (t * t);                                      \\
+                        }                                                                        \\
+                    }                                                                            \\
+                } else if (d > 0) {                                                              \\
+                    /* 0 + t * t is t * t (a square is never -0): start from the first term */   \\
+                    const VT* xr = (const VT*)XT;                                                \\
+                    T c0 = CT[c];                                                                \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        VT t = xr[v] - c0;                                                       \\
+                        acc[v] = t * t;                                                          \\
+                    }                                                                            \\
+                    for (Py_ssize_t j = 1; j < d; j++) {                                         \\
+                        xr = (const VT*)(XT + j * RB);                                           \\
+                        T cj = CT[j * k + c];                                                    \\
+                        for (int v = 0; v < FASTFC_NV; v++) {                                    \\
+                            VT t = xr[v] - cj;                                                   \\
+                            acc[v] = acc[v] + t * t;                                             \\
+                        }                                                                        \\
+                    }                                                                            \\
+                }                                                                                \\
+                if (c == 0) {                                                                    \\
+                    for (int v = 0; v < FASTFC_NV; v++) { best[v] = acc[v]; arg[v] = (VI){0}; }  \\
+                } else {                                                                         \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        VI lt = (VI)(acc[v] < best[v]);                                          \\
+                        best[v] = (VT)(((VI)acc[v] & lt) | ((VI)best[v] & ~lt));                 \\
+                        arg[v] = (arg[v] & ~lt) | (lt & (IT)c);                                  \\
+                    }                                                                            \\
+                }                                                                                \\
+            }                                                                                    \\
+            T bo[RB];                                                                            \\
+            IT ao[RB];                                                                           \\
+            memcpy(bo, best, sizeof(bo));                                                        \\
+            memcpy(ao, arg, sizeof(ao));                                                         \\
+            for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
+                labels[i0 + b] = (int)ao[b];                                                     \\
+                bad += !(bo[b] - bo[b] == 0); /* NaN or infinity */                              \\
+            }                                                                                    \\
+            if (mindist != NULL)                                                                 \\
+                for (Py_ssize_t b = 0; b < nb; b++) mindist[i0 + b] = bo[b];                     \\
+        }                                                                                        \\
+        return bad;                                                                              \\
+    }
+    FASTFC_DIRECT(fastfc_direct_f64, double, fastfc_v8d, fastfc_v8l, long long, 8, fastfc_transpose_f64)
+    FASTFC_DIRECT(fastfc_direct_f32, float, fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32)
+    """
+    Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) noexcept nogil
+    Py_ssize_t fastfc_direct_f64(const double* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* CT,
+                           const double* WT, int weighted, void* scratch, int* labels,
+                           double* mindist) noexcept nogil
+    Py_ssize_t fastfc_direct_f32(const float* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const float* CT,
+                           const float* WT, int weighted, void* scratch, int* labels,
+                           float* mindist) noexcept nogil
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
-cdef void _nearest_direct(
+cdef Py_ssize_t _nearest_direct(
     const floating* X,
     Py_ssize_t m,
     Py_ssize_t d,
@@ -91,49 +257,24 @@ cdef void _nearest_direct(
     const floating* CT,
     const floating* WT,
     bint weighted,
-    floating* acc,
+    void* scratch,
     int* labels,
     floating* mindist,
 ) noexcept nogil:
     """Nearest prototype of ``m`` contiguous rows ``X`` (row stride ``d``), directly.
 
     ``CT``/``WT``: (d, k) C-contiguous prototypes/weights, transposed (``WT`` is read
-    only when ``weighted``); ``acc``: k scratch values; writes ``labels[0:m]`` and
-    ``mindist[0:m]``. Every distance is summed over features in the order 0 .. d-1.
+    only when ``weighted``); ``scratch``: ``fastfc_direct_scratch(d)`` bytes; writes
+    ``labels[0:m]`` and ``mindist[0:m]`` (``mindist`` may be NULL: not written); returns the
+    number of rows whose distance is NaN or infinite. Every distance is summed over features in the
+    order 0 .. d-1 (``acc = acc + t * t``, ``acc + w * (t * t)`` when weighted, from 0 in
+    the dtype of ``X``), several rows at a time in the lanes of vectors (``FASTFC_DIRECT``);
+    ties go to the lowest index.
     """
-    cdef Py_ssize_t i, j, c
-    cdef const floating* row
-    cdef const floating* cj
-    cdef const floating* wj
-    cdef floating xj, t, best
-    cdef int arg
-    for i in range(m):
-        row = X + i * d
-        for c in range(k):
-            acc[c] = 0
-        if weighted:
-            for j in range(d):
-                xj = row[j]
-                cj = CT + j * k
-                wj = WT + j * k
-                for c in range(k):
-                    t = xj - cj[c]
-                    acc[c] = acc[c] + wj[c] * (t * t)
-        else:
-            for j in range(d):
-                xj = row[j]
-                cj = CT + j * k
-                for c in range(k):
-                    t = xj - cj[c]
-                    acc[c] = acc[c] + t * t
-        best = acc[0]
-        arg = 0
-        for c in range(1, k):
-            if acc[c] < best:
-                best = acc[c]
-                arg = <int>c
-        labels[i] = arg
-        mindist[i] = best
+    if floating is double:
+        return fastfc_direct_f64(X, m, d, k, CT, WT, weighted, scratch, labels, mindist)
+    else:
+        return fastfc_direct_f32(X, m, d, k, CT, WT, weighted, scratch, labels, mindist)
 
 
 @cython.boundscheck(False)
@@ -159,48 +300,60 @@ def assign_nearest_kernel(
         (d, k) array, e.g. ``CT``)
     weighted : bool
     labels : (n,) int32 output
-    mindist : (n,) output, dtype of X
+    mindist : (n,) output, dtype of X, or None (distances not written)
     n_threads : int
         OpenMP threads (ignored in a serial build).
     chunk_size : int
         Rows per chunk.
+
+    Returns
+    -------
+    n_bad : int
+        Rows whose distance is NaN or infinite (a row with NaN or infinity) or whose label
+        is -1 (a chunk's scratch could not be allocated): 0 when all is well.
     """
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = CT.shape[0]
     cdef Py_ssize_t k = CT.shape[1]
     cdef Py_ssize_t n_chunks, ch, start, stop, r
-    cdef floating* acc
+    cdef Py_ssize_t bad = 0
+    cdef void* acc
+    cdef floating* md = NULL
     if n == 0:
-        return
+        return 0
+    if mindist is not None:
+        md = &mindist[0]
     if chunk_size < 1:
         chunk_size = 1
     n_chunks = (n + chunk_size - 1) // chunk_size
     n_threads = _threads_for(n_threads, n_chunks)
     if n_threads == 1:
-        acc = <floating*>malloc(k * sizeof(floating))
+        acc = malloc(fastfc_direct_scratch(d))
         if acc == NULL:
             raise MemoryError()
         try:
             with nogil:
-                _nearest_direct(&X[0, 0], n, d, k, &CT[0, 0], &WT[0, 0], weighted, acc, &labels[0], &mindist[0])
+                bad = _nearest_direct(&X[0, 0], n, d, k, &CT[0, 0], &WT[0, 0], weighted, acc, &labels[0], md)
         finally:
             free(acc)
-        return
+        return bad
     for ch in prange(n_chunks, schedule="static", nogil=True, num_threads=n_threads):
         start = ch * chunk_size
         stop = start + chunk_size
         if stop > n:
             stop = n
-        # one small private accumulator per chunk (k values)
-        acc = <floating*>malloc(k * sizeof(floating))
+        # one small private scratch per chunk (a transposed block of rows)
+        acc = malloc(fastfc_direct_scratch(d))
         if acc == NULL:
             # the caller sees -1 and raises MemoryError
             for r in range(start, stop):
                 labels[r] = -1
+            bad += stop - start
         else:
-            _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
-                            &labels[start], &mindist[start])
+            bad += _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
+                                   &labels[start], NULL if md == NULL else md + start)
             free(acc)
+    return bad
 
 
 @cython.boundscheck(False)
@@ -742,7 +895,8 @@ cdef bint _alloc_work(LloydWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k
     """Allocate one block's work buffers (sizes + 1 so that none is 0); False on failure."""
     W.buf = <double*>malloc((chunk * d + 1) * sizeof(double))
     W.buf32 = <float*>malloc(((chunk * d if path == 2 else 0) + 1) * sizeof(float))
-    W.G = <double*>malloc(((chunk * k if path > 0 else k) + 1) * sizeof(double))
+    W.G = <double*>malloc((chunk * k if path > 0 else fastfc_direct_scratch(d) // sizeof(double)) * sizeof(double)
+                          + sizeof(double))
     W.G32 = <float*>malloc(((chunk * k if path == 2 else 0) + 1) * sizeof(float))
     W.pidx = <int*>malloc(((chunk * k if path > 0 else 0) + 1) * sizeof(int))
     W.lab = <int*>malloc(chunk * sizeof(int))
