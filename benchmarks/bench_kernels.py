@@ -172,7 +172,7 @@ def roofline(n: int, dtypes, repeats: int) -> int:
             assign_nearest_kernel(X, CT, CT, False, lab, dist, 1, CHUNK_SIZE)
             same = bool(np.array_equal(assign_nearest(X, C, n_jobs=1), lab))
             floor = roofline_floor(n, d, k, dtype)
-            path = "BLAS screen" if use_gemm(d, k) else "direct"
+            path = "BLAS screen" if use_gemm(d, k, dtype) else "direct"
             print(f"| {d} | {k} | {np.dtype(dtype).name} | {path} | {floor * 1e3:.2f} | {t['fastfc'] * 1e3:.2f} "
                   f"| {t['sklearn'] * 1e3:.2f} | {t['gemm'] * 1e3:.2f} | {t['fastfc'] / floor:.1f} "
                   f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {wall * 1e3:.2f} | {same} |",

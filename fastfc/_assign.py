@@ -19,15 +19,21 @@ CHUNK_SIZE = 512
 UPCAST_BLOCK = 1 << 20
 #: rows per chunk of the BLAS-screened kernel (its product buffer is rows x prototypes)
 GEMM_CHUNK_SIZE = 256
-#: the BLAS screen pays off from about this many features x prototypes (and 8 features);
-#: below, the direct kernel is as fast or faster (benchmarks/bench_kernels.py)
-GEMM_MIN_WORK = 256
+#: the BLAS screen pays off from about this many features x prototypes (and 8 features), per
+#: dtype of the computation; below, the direct kernel (vectorised across rows) is as fast or
+#: faster: CPU ms at 200000 rows, one thread, direct / screen, float64: (64, 64) 66 / 72,
+#: (128, 64) 135 / 122, (128, 256) 479 / 362; float32: (128, 64) 71 / 84, (128, 256) 242 / 252
+#: (thread CPU time, medians of 5, a one-off side-by-side run at load ~6; the committed roofline
+#: table, benchmarks/bench_kernels.py, shows the path each of its shapes takes)
+GEMM_MIN_WORK = {"float64": 8192, "float32": 32768}
 GEMM_MIN_FEATURES = 8
 
 
-def use_gemm(n_features: int, n_prototypes: int) -> bool:
-    """Whether the (unweighted) assignment takes the BLAS-screened kernel for this shape."""
-    return n_features >= GEMM_MIN_FEATURES and n_features * n_prototypes >= GEMM_MIN_WORK
+def use_gemm(n_features: int, n_prototypes: int, dtype=np.float64) -> bool:
+    """Whether the (unweighted) assignment takes the BLAS-screened kernel for this shape and
+    dtype of the computation (float32 or float64)."""
+    return (n_features >= GEMM_MIN_FEATURES
+            and n_features * n_prototypes >= GEMM_MIN_WORK[np.dtype(dtype).name])
 
 
 def gemm_norms(C: np.ndarray) -> tuple[np.ndarray, float]:
@@ -97,7 +103,8 @@ def assign_nearest(
     The result does not depend on ``n_jobs``.
 
     Unweighted problems with many features and prototypes (``n_features >= 8``
-    and ``n_features * n_prototypes >= 256``) first screen the prototypes with a
+    and ``n_features * n_prototypes >= GEMM_MIN_WORK``, 8192 in float64, 32768 in
+    float32) first screen the prototypes with a
     BLAS matrix product and then compute the exact distance of every prototype a
     rounding-error bound cannot rule out: labels and distances are the same as
     the direct computation's, only faster.
@@ -154,7 +161,7 @@ def assign_nearest(
     labels = np.empty(n, dtype=np.int32)
     n_threads = effective_n_jobs(n_jobs)
     d, k = C.shape[1], C.shape[0]
-    if W is None and use_gemm(d, k):
+    if W is None and use_gemm(d, k, dtype):
         dist = np.empty(n, dtype=dtype)
         cn, cmax = gemm_norms(C)
 

@@ -121,6 +121,15 @@ def test_openmp_flag_is_bool():
     assert isinstance(openmp_enabled(), bool)
 
 
+@pytest.fixture
+def low_screen_threshold(monkeypatch):
+    """The BLAS screen from d * k >= 256 in both dtypes (the direct kernel is faster up to
+    8192 / 32768, the defaults), so that these tests' moderate shapes exercise the screen."""
+    from fastfc import _assign as A
+
+    monkeypatch.setattr(A, "GEMM_MIN_WORK", {"float64": 256, "float32": 256})
+
+
 def _direct(X, C):
     """The direct (exhaustive) compiled kernel, bypassing the BLAS screen."""
     from fastfc._kernels._assign import assign_nearest_kernel
@@ -134,14 +143,14 @@ def _direct(X, C):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["random", "offset", "near_duplicates", "exact_ties", "rows_on_prototypes"])
-def test_blas_screen_is_identical_to_direct_kernel(dtype, case):
+def test_blas_screen_is_identical_to_direct_kernel(dtype, case, low_screen_threshold):
     """Above GEMM_MIN_WORK the BLAS-screened path must give the direct kernel's labels and
     distances bit for bit, also where a plain ||c||^2 - 2 x.c would pick the wrong one."""
     from fastfc import _assign as A
 
     rng = np.random.default_rng(11)
     n, d, k = 3001, 24, 40
-    assert d >= A.GEMM_MIN_FEATURES and d * k >= A.GEMM_MIN_WORK
+    assert A.use_gemm(d, k, dtype)
     C = rng.normal(size=(k, d))
     X = rng.normal(size=(n, d))
     if case == "offset":  # far from the origin: the expansion cancels catastrophically
@@ -171,7 +180,10 @@ def test_blas_screen_is_identical_to_direct_kernel(dtype, case):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_blas_screen_same_result_for_any_thread_count(dtype):
+def test_blas_screen_same_result_for_any_thread_count(dtype, low_screen_threshold):
+    from fastfc import _assign as A
+
+    assert A.use_gemm(30, 25, dtype)
     rng = np.random.default_rng(8)
     X = rng.normal(size=(20_011, 30)).astype(dtype)
     C = rng.normal(size=(25, 30)).astype(dtype)
@@ -183,19 +195,23 @@ def test_blas_screen_same_result_for_any_thread_count(dtype):
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("screen", [False, True])
 @pytest.mark.parametrize("d,k,weighted,dtypes", [
     (3, 4, False, ("float64", "float64")),
     (3, 4, True, ("float32", "float32")),
-    (16, 40, False, ("float64", "float64")),   # BLAS screen
+    (16, 40, False, ("float64", "float64")),   # BLAS screen when screen, else direct
     (16, 40, False, ("float32", "float32")),
     (16, 40, False, ("float32", "float64")),   # upcast block by block
     (16, 40, True, ("float64", "float64")),
 ])
-def test_non_finite_rows_are_rejected_wherever_they_are(bad, d, k, weighted, dtypes):
+def test_non_finite_rows_are_rejected_wherever_they_are(bad, d, k, weighted, dtypes, screen, monkeypatch):
     """The rows are checked only when a distance comes out non-finite: every NaN/inf row
     (in any feature, any chunk, either kernel) must still raise."""
+    from fastfc import _assign as A
     from fastfc._assign import assign_nearest
 
+    if screen:  # (16, 40) unweighted through the BLAS screen, else the direct kernel
+        monkeypatch.setattr(A, "GEMM_MIN_WORK", {"float64": 256, "float32": 256})
     rng = np.random.default_rng(4)
     X = rng.standard_normal((3000, d)).astype(dtypes[0])
     C = rng.standard_normal((k, d)).astype(dtypes[1])
