@@ -20,13 +20,20 @@ UPCAST_BLOCK = 1 << 20
 #: rows per chunk of the BLAS-screened kernel (its product buffer is rows x prototypes)
 GEMM_CHUNK_SIZE = 256
 #: the BLAS screen pays off from about this many features x prototypes (and 8 features), per
-#: dtype of the computation; below, the direct kernel (vectorised across rows) is as fast or
-#: faster: CPU ms at 200000 rows, one thread, direct / screen, float64: (64, 64) 66 / 72,
-#: (128, 64) 135 / 122, (128, 256) 479 / 362; float32: (128, 64) 71 / 84, (128, 256) 242 / 252
-#: (thread CPU time, medians of 5, a one-off side-by-side run at load ~6; the committed roofline
-#: table, benchmarks/bench_kernels.py, shows the path each of its shapes takes)
-GEMM_MIN_WORK = {"float64": 8192, "float32": 32768}
+#: dtype of the computation; below, the direct kernel (vectorised across rows, with its FMA
+#: screen from SCREEN_MIN_FEATURES) is faster: CPU ms at 200000 rows, one thread, direct with
+#: FMA screen / BLAS screen, float64: (64, 64) 36 / 72, (128, 256) 258 / 362, (256, 256) 817 / 617,
+#: (512, 128) 842 / 656; float32: (128, 256) 152 / 252, (256, 256) 472 / 363 (thread CPU time,
+#: medians of 5, one-off side-by-side runs at load ~7; the committed roofline table,
+#: benchmarks/bench_kernels.py, shows the path each of its shapes takes)
+GEMM_MIN_WORK = {"float64": 65536, "float32": 65536}
 GEMM_MIN_FEATURES = 8
+#: unweighted rows with at least this many features (below the BLAS screen's threshold) go through
+#: the direct kernel's FMA screen (``screen=True``: same labels and distances; used on CPUs with
+#: AVX-512 and FMA, elsewhere the plain direct loop runs): CPU ms at 200000 rows, plain / screen,
+#: float64 (16, 10) 3.8 / 3.7, (36, 50) 30 / 18, (64, 64) 67 / 36, (100, 10) 30 / 22;
+#: float32 (10, 10) 1.3 / 1.5, (16, 10) 2.2 / 1.9, (100, 10) 17 / 14 (one-off run, load ~7)
+SCREEN_MIN_FEATURES = 16
 
 
 def use_gemm(n_features: int, n_prototypes: int, dtype=np.float64) -> bool:
@@ -103,11 +110,12 @@ def assign_nearest(
     The result does not depend on ``n_jobs``.
 
     Unweighted problems with many features and prototypes (``n_features >= 8``
-    and ``n_features * n_prototypes >= GEMM_MIN_WORK``, 8192 in float64, 32768 in
-    float32) first screen the prototypes with a
+    and ``n_features * n_prototypes >= GEMM_MIN_WORK``, 65536) first screen the prototypes with a
     BLAS matrix product and then compute the exact distance of every prototype a
-    rounding-error bound cannot rule out: labels and distances are the same as
-    the direct computation's, only faster.
+    rounding-error bound cannot rule out; below that, unweighted problems with at
+    least ``SCREEN_MIN_FEATURES`` (16) features screen with fused multiply-adds
+    inside the direct kernel (AVX-512 CPUs) the same way: labels and distances are
+    the same as the direct computation's, only faster.
 
     Parameters
     ----------
@@ -180,8 +188,10 @@ def assign_nearest(
         CT = np.ascontiguousarray(C.T)
         WT = CT if W is None else np.ascontiguousarray(W.T)
 
+        screen = W is None and d >= SCREEN_MIN_FEATURES
+
         def run(Xb, lab, dst):
-            return assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE)
+            return assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE, screen)
 
         bad = _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE) > 0
     # a row with NaN or infinity has a non-finite distance (or, through the BLAS screen, no

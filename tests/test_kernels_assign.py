@@ -305,3 +305,72 @@ def test_direct_kernel_counts_non_finite_rows(dtype, d):
     ref_labels, ref_dist = _sequential_ref(X[ok], C)
     np.testing.assert_array_equal(labels[ok], ref_labels)
     np.testing.assert_array_equal(dist[ok], ref_dist)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["random", "offset", "near_duplicates", "exact_ties", "huge", "tiny"])
+def test_fma_screen_is_bit_identical_to_sequential_reference(dtype, case):
+    """The direct kernel's FMA screen (``screen=True``) decides rows by a rounding-error bound
+    and leaves the close calls to the plain loop: labels and distances must be the plain loop's
+    to the bit, including where the screen's own values order the prototypes wrongly
+    (offsets: catastrophic cancellation), near-duplicate and duplicated prototypes (ties to the
+    lowest index), magnitudes near float overflow and underflow, block tails and threads."""
+    rng = np.random.default_rng(99)
+    shapes = [(1, 16, 1), (5, 16, 3), (65, 17, 9), (130, 20, 33), (777, 36, 50), (300, 64, 8), (257, 100, 10)]
+    for n, d, k in shapes:
+        C = rng.normal(size=(k, d))
+        X = rng.normal(size=(n, d))
+        if case == "offset":
+            shift = 3e3 if dtype == np.float32 else 3e7
+            C += shift
+            X += shift
+        elif case == "near_duplicates" and k > 1:
+            C[1::2] = C[0::2][: k // 2] + rng.normal(scale=1e-7, size=(k // 2, d))
+            X[: n // 2] = C[rng.integers(k, size=n // 2)] + rng.normal(scale=1e-6, size=(n // 2, d))
+        elif case == "exact_ties" and k > 1:
+            C[k // 2:] = C[: k - k // 2]
+            X[: n // 3] = C[rng.integers(k, size=n // 3)]
+        elif case == "huge":  # squares near the largest finite value of the dtype
+            scale = 1e18 if dtype == np.float32 else 1e152
+            X *= scale
+            C *= scale
+        elif case == "tiny":  # products in the subnormal range
+            scale = 1e-21 if dtype == np.float32 else 1e-160
+            X *= scale
+            C *= scale
+        X = X.astype(dtype)
+        C = C.astype(dtype)
+        ref_labels, ref_dist = _sequential_ref(X, C)
+        for n_threads, chunk in ((1, 512), (2, 31)):
+            CT = np.ascontiguousarray(C.T)
+            from fastfc._kernels._assign import assign_nearest_kernel
+
+            labels = np.full(n, -7, dtype=np.int32)
+            dist = np.full(n, -7, dtype=dtype)
+            bad = assign_nearest_kernel(X, CT, CT, False, labels, dist, n_threads, chunk, True)
+            np.testing.assert_array_equal(labels, ref_labels, err_msg=f"{(n, d, k, case)}")
+            np.testing.assert_array_equal(dist.view(np.uint8), ref_dist.view(np.uint8), err_msg=f"{(n, d, k)}")
+            assert bad == int((~np.isfinite(ref_dist)).sum())
+            labels2 = np.full(n, -7, dtype=np.int32)
+            assign_nearest_kernel(X, CT, CT, False, labels2, None, n_threads, chunk, True)
+            np.testing.assert_array_equal(labels2, ref_labels)
+        if case == "offset" and k > 1:  # the expansion alone orders some rows wrongly here
+            naive = (np.einsum("ij,ij->i", C, C)[None, :] - 2 * (X @ C.T)).argmin(axis=1)
+            assert (naive != ref_labels).any() or n < 100
+
+
+def test_assign_nearest_takes_the_fma_screen_from_16_features():
+    """assign_nearest passes screen=True exactly for unweighted rows with >= SCREEN_MIN_FEATURES
+    features below the BLAS threshold; its results are the direct kernel's either way."""
+    from fastfc import _assign as A
+
+    rng = np.random.default_rng(3)
+    for d, k, weighted in ((15, 10, False), (16, 10, False), (40, 12, True), (100, 10, False)):
+        X = rng.normal(size=(1000, d))
+        C = rng.normal(size=(k, d))
+        W = rng.random((k, d)) if weighted else None
+        assert not A.use_gemm(d, k, np.float64)
+        labels, dist = assign_nearest(X, C, W, return_distances=True)
+        ref_labels, ref_dist = _sequential_ref(X, C, W)
+        np.testing.assert_array_equal(labels, ref_labels)
+        np.testing.assert_array_equal(dist, ref_dist)

@@ -102,6 +102,9 @@ cdef extern from *:
     typedef int fastfc_v16i __attribute__((vector_size(64)));
     /* vectors of 64 bytes per row block: RB = 4 x lanes rows (32 float64, 64 float32) */
     #define FASTFC_NV 4
+    #ifndef FASTFC_PF
+    #define FASTFC_PF 4
+    #endif
     /* bytes of the scratch a direct call needs for d features (one transposed block, aligned) */
     static Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) { return 64 * FASTFC_NV * (d > 0 ? d : 1) + 64; }
     /* Transposes of a block of rows into the d x RB buffer (pure data movement: no rounding).
@@ -178,6 +181,12 @@ cdef extern from *:
         Py_ssize_t bad = 0;                                                                      \\
         for (Py_ssize_t i0 = 0; i0 < m; i0 += RB) {                                              \\
             Py_ssize_t nb = m - i0 < RB ? m - i0 : RB;                                           \\
+            if (i0 + (FASTFC_PF + 1) * RB <= m) {                                                \\
+                /* software prefetch of a later block (the rows stream in from memory) */        \\
+                const char* pf = (const char*)(X + (i0 + FASTFC_PF * RB) * d);                   \\
+                for (Py_ssize_t o = 0; o < (Py_ssize_t)(RB * d * sizeof(T)); o += 64)            \\
+                    __builtin_prefetch(pf + o);                                                  \\
+            }                                                                                    \\
             TRANSPOSE(X + i0 * d, nb, d, XT);                                                    \\
             VT best[FASTFC_NV];                                                                  \\
             VI arg[FASTFC_NV];                                                                   \\
@@ -236,8 +245,160 @@ cdef extern from *:
     }
     FASTFC_DIRECT(fastfc_direct_f64, double, fastfc_v8d, fastfc_v8l, long long, 8, fastfc_transpose_f64)
     FASTFC_DIRECT(fastfc_direct_f32, float, fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32)
+    /* The direct kernel with an FMA screen (unweighted, AVX-512 + FMA machines, many features):
+       per block of rows (transposed as above) and prototype pair, s = x.c with fused
+       multiply-adds, a = ||c||^2 - 2 s; per row the smallest a (its prototype) and the second
+       smallest. a approximates ||x - c||^2 - ||x||^2 within (d + 2) u (||x|| + ||c||)^2 and the
+       exact distance errs by at most (d + 1) u (...)^2, so when the second smallest a exceeds
+       the smallest by more than 2 (d + 6) eps (||x|| + max ||c||)^2 (u = eps / 2; the extra
+       terms cover the roundings of the bound itself and of ||x||) the exact argmin is that one
+       prototype, alone: the label of the plain loop. Other rows (close calls, ties, NaN,
+       magnitudes near overflow) take the plain loop (FASTFC_EXACT_ROW). The distance, when asked
+       for, is the plain loop's sum for the chosen prototype (FASTFC_EXACT_ONE): no FMA reaches
+       a label or a distance (those helpers are separate functions without contraction). The
+       underflow term of the bound is 8 (d + 2) times the smallest float32 subnormal, or the smallest
+       normal float64 (larger than needed, and a subnormal operand would cost a microcode assist
+       per row). */
+    #include <math.h>
+    #include <float.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
+    #define FASTFC_AVX512_FMA __attribute__((target("avx512f,fma"), optimize("fp-contract=fast"), noinline))
+    #else
+    #define FASTFC_AVX512_FMA __attribute__((noinline))
+    #endif
+    static Py_ssize_t fastfc_screen_scratch(Py_ssize_t d, Py_ssize_t k) {
+        return 64 * FASTFC_NV * (d > 0 ? d : 1) + 64 + 8 * (k + 8);
+    }
+    static int fastfc_has_avx512_fma(void);
+    #define FASTFC_SEL(VT, VI, m, a, b) ((VT)(((VI)(a) & (m)) | ((VI)(b) & ~(m))))
+    #define FASTFC_SCREEN(NAME, DIRECT, ONE, ROW, T, VT, VI, IT, L, TRANSPOSE, EPS, TINY, BIG)    \\
+    static __attribute__((noinline)) T ONE(const T* x, Py_ssize_t d, Py_ssize_t k, const T* CT,  \\
+                                           Py_ssize_t c) {                                        \\
+        T a = 0;                                                                                 \\
+        for (Py_ssize_t j = 0; j < d; j++) { T t = x[j] - CT[j * k + c]; a = a + t * t; }        \\
+        return a;                                                                                \\
+    }                                                                                            \\
+    static __attribute__((noinline)) int ROW(const T* x, Py_ssize_t d, Py_ssize_t k, const T* CT, \\
+                                             T* best_out) {                                       \\
+        T best = ONE(x, d, k, CT, 0);                                                            \\
+        int arg = 0;                                                                             \\
+        for (Py_ssize_t c = 1; c < k; c++) {                                                     \\
+            T a = ONE(x, d, k, CT, c);                                                           \\
+            if (a < best) { best = a; arg = (int)c; }                                            \\
+        }                                                                                        \\
+        *best_out = best;                                                                        \\
+        return arg;                                                                              \\
+    }                                                                                            \\
+    FASTFC_AVX512_FMA static Py_ssize_t NAME##_avx512(const T* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k,         \\
+                                    const T* CT, void* scratch, int* labels, T* mindist) {         \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        T* XT = (T*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);                                \\
+        T* cn = XT + (d > 0 ? d : 1) * RB;                                                       \\
+        double cmax2 = 0;                                                                        \\
+        for (Py_ssize_t c = 0; c < k; c++) {                                                     \\
+            T s = 0;                                                                             \\
+            for (Py_ssize_t j = 0; j < d; j++) s = s + CT[j * k + c] * CT[j * k + c];            \\
+            cn[c] = s;                                                                           \\
+            if ((double)s > cmax2) cmax2 = (double)s;                                            \\
+        }                                                                                        \\
+        const double cmax = sqrt(cmax2) * (1.0 + 1e-6);                                          \\
+        const double coef = 2.0 * (double)(d + 6) * (EPS) * (1.0 + 1e-6);                        \\
+        const double tiny = 8.0 * (double)(d + 2) * (TINY);                                      \\
+        Py_ssize_t bad = 0;                                                                      \\
+        for (Py_ssize_t i0 = 0; i0 < m; i0 += RB) {                                              \\
+            Py_ssize_t nb = m - i0 < RB ? m - i0 : RB;                                           \\
+            const T* xb = X + i0 * d;                                                            \\
+            TRANSPOSE(xb, nb, d, XT);                                                            \\
+            VT x2[FASTFC_NV], b1[FASTFC_NV], b2[FASTFC_NV];                                      \\
+            VI a1[FASTFC_NV];                                                                    \\
+            for (int v = 0; v < FASTFC_NV; v++) {                                                \\
+                x2[v] = (VT){0};                                                                 \\
+                b1[v] = (VT){0} + (T)INFINITY;                                                   \\
+                b2[v] = b1[v];                                                                   \\
+                a1[v] = (VI){0};                                                                 \\
+            }                                                                                    \\
+            for (Py_ssize_t j = 0; j < d; j++) {                                                 \\
+                const VT* xr = (const VT*)(XT + j * RB);                                         \\
+                for (int v = 0; v < FASTFC_NV; v++) x2[v] = x2[v] + xr[v] * xr[v];               \\
+            }                                                                                    \\
+            for (Py_ssize_t c0 = 0; c0 < k; c0 += 2) {                                           \\
+                Py_ssize_t c1 = c0 + 1 < k ? c0 + 1 : c0;                                        \\
+                VT s0[FASTFC_NV], s1[FASTFC_NV];                                                 \\
+                for (int v = 0; v < FASTFC_NV; v++) { s0[v] = (VT){0}; s1[v] = (VT){0}; }        \\
+                for (Py_ssize_t j = 0; j < d; j++) {                                             \\
+                    const VT* xr = (const VT*)(XT + j * RB);                                     \\
+                    T p0 = CT[j * k + c0], p1 = CT[j * k + c1];                                  \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        s0[v] = s0[v] + xr[v] * p0;                                              \\
+                        s1[v] = s1[v] + xr[v] * p1;                                              \\
+                    }                                                                            \\
+                }                                                                                \\
+                for (int h = 0; h < 2; h++) {                                                    \\
+                    Py_ssize_t c = h ? c1 : c0;                                                  \\
+                    if (h && c1 == c0) break;                                                    \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        VT s = h ? s1[v] : s0[v];                                                \\
+                        VT a = cn[c] - (s + s);                                                  \\
+                        VI lt = (VI)(a < b1[v]);                                                 \\
+                        VI lt2 = (VI)(a < b2[v]);                                                \\
+                        VT nb2 = FASTFC_SEL(VT, VI, lt2, a, b2[v]);                              \\
+                        b2[v] = FASTFC_SEL(VT, VI, lt, b1[v], nb2);                              \\
+                        b1[v] = FASTFC_SEL(VT, VI, lt, a, b1[v]);                                \\
+                        a1[v] = (a1[v] & ~lt) | (lt & (IT)c);                                    \\
+                    }                                                                            \\
+                }                                                                                \\
+            }                                                                                    \\
+            T xo[RB], bo1[RB], bo2[RB];                                                          \\
+            IT ao[RB];                                                                           \\
+            memcpy(xo, x2, sizeof(xo));                                                          \\
+            memcpy(bo1, b1, sizeof(bo1));                                                        \\
+            memcpy(bo2, b2, sizeof(bo2));                                                        \\
+            memcpy(ao, a1, sizeof(ao));                                                          \\
+            for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
+                const T* x = xb + b * d;                                                         \\
+                double S = sqrt((double)xo[b]) + cmax;                                           \\
+                S = S * S;                                                                       \\
+                double slack = coef * S + tiny;                                                  \\
+                if (S < (BIG) / 8 && (double)bo1[b] == (double)bo1[b]                            \\
+                        && (double)bo2[b] > (double)bo1[b] + slack) {                            \\
+                    labels[i0 + b] = (int)ao[b];                                                 \\
+                    if (mindist != NULL) mindist[i0 + b] = ONE(x, d, k, CT, (Py_ssize_t)ao[b]);  \\
+                } else {                                                                         \\
+                    T best;                                                                      \\
+                    labels[i0 + b] = ROW(x, d, k, CT, &best);                                    \\
+                    bad += !(best - best == 0);                                                  \\
+                    if (mindist != NULL) mindist[i0 + b] = best;                                 \\
+                }                                                                                \\
+            }                                                                                    \\
+        }                                                                                        \\
+        return bad;                                                                              \\
+    }                                                                                            \\
+    static Py_ssize_t NAME(const T* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const T* CT,     \\
+                           void* scratch, int* labels, T* mindist) {                              \\
+        if (fastfc_has_avx512_fma())                                                             \\
+            return NAME##_avx512(X, m, d, k, CT, scratch, labels, mindist);                      \\
+        return DIRECT(X, m, d, k, CT, CT, 0, scratch, labels, mindist);                          \\
+    }
+    static int fastfc_has_avx512_fma(void) {
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
+        static int known = -1;
+        if (known < 0) known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+        return known;
+    #else
+        return 0;
+    #endif
+    }
+    FASTFC_SCREEN(fastfc_screen_f64, fastfc_direct_f64, fastfc_exact_one_f64, fastfc_exact_row_f64, double,
+                  fastfc_v8d, fastfc_v8l, long long, 8, fastfc_transpose_f64, DBL_EPSILON, DBL_MIN, DBL_MAX)
+    FASTFC_SCREEN(fastfc_screen_f32, fastfc_direct_f32, fastfc_exact_one_f32, fastfc_exact_row_f32, float,
+                  fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32, FLT_EPSILON, FLT_TRUE_MIN, FLT_MAX)
     """
     Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) noexcept nogil
+    Py_ssize_t fastfc_screen_scratch(Py_ssize_t d, Py_ssize_t k) noexcept nogil
+    Py_ssize_t fastfc_screen_f64(const double* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* CT,
+                                 void* scratch, int* labels, double* mindist) noexcept nogil
+    Py_ssize_t fastfc_screen_f32(const float* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const float* CT,
+                                 void* scratch, int* labels, float* mindist) noexcept nogil
     Py_ssize_t fastfc_direct_f64(const double* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* CT,
                            const double* WT, int weighted, void* scratch, int* labels,
                            double* mindist) noexcept nogil
@@ -277,6 +438,24 @@ cdef Py_ssize_t _nearest_direct(
         return fastfc_direct_f32(X, m, d, k, CT, WT, weighted, scratch, labels, mindist)
 
 
+cdef inline Py_ssize_t _nearest_screen(
+    const floating* X,
+    Py_ssize_t m,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    const floating* CT,
+    void* scratch,
+    int* labels,
+    floating* mindist,
+) noexcept nogil:
+    """:func:`_nearest_direct` (unweighted) through the FMA screen (``FASTFC_SCREEN``): the same
+    labels, distances and count; ``scratch``: ``fastfc_screen_scratch(d, k)`` bytes."""
+    if floating is double:
+        return fastfc_screen_f64(X, m, d, k, CT, scratch, labels, mindist)
+    else:
+        return fastfc_screen_f32(X, m, d, k, CT, scratch, labels, mindist)
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
@@ -289,6 +468,7 @@ def assign_nearest_kernel(
     floating[::1] mindist,
     int n_threads=1,
     Py_ssize_t chunk_size=1024,
+    bint screen=False,
 ):
     """Fill ``labels`` (int32, shape (n,)) and ``mindist`` (shape (n,)).
 
@@ -305,6 +485,10 @@ def assign_nearest_kernel(
         OpenMP threads (ignored in a serial build).
     chunk_size : int
         Rows per chunk.
+    screen : bool
+        Unweighted only: decide most rows with an FMA screen (``FASTFC_SCREEN``, on CPUs with
+        AVX-512 and FMA; elsewhere ignored) and the others, and every distance, with the plain
+        loop: the same labels and distances, fewer operations for many features.
 
     Returns
     -------
@@ -327,13 +511,17 @@ def assign_nearest_kernel(
         chunk_size = 1
     n_chunks = (n + chunk_size - 1) // chunk_size
     n_threads = _threads_for(n_threads, n_chunks)
+    screen = screen and not weighted
     if n_threads == 1:
-        acc = malloc(fastfc_direct_scratch(d))
+        acc = malloc(fastfc_screen_scratch(d, k))
         if acc == NULL:
             raise MemoryError()
         try:
             with nogil:
-                bad = _nearest_direct(&X[0, 0], n, d, k, &CT[0, 0], &WT[0, 0], weighted, acc, &labels[0], md)
+                if screen:
+                    bad = _nearest_screen(&X[0, 0], n, d, k, &CT[0, 0], acc, &labels[0], md)
+                else:
+                    bad = _nearest_direct(&X[0, 0], n, d, k, &CT[0, 0], &WT[0, 0], weighted, acc, &labels[0], md)
         finally:
             free(acc)
         return bad
@@ -343,12 +531,15 @@ def assign_nearest_kernel(
         if stop > n:
             stop = n
         # one small private scratch per chunk (a transposed block of rows)
-        acc = malloc(fastfc_direct_scratch(d))
+        acc = malloc(fastfc_screen_scratch(d, k))
         if acc == NULL:
             # the caller sees -1 and raises MemoryError
             for r in range(start, stop):
                 labels[r] = -1
             bad += stop - start
+        elif screen:
+            bad += _nearest_screen(&X[start, 0], stop - start, d, k, &CT[0, 0], acc, &labels[start],
+                                   NULL if md == NULL else md + start)
         else:
             bad += _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
                                    &labels[start], NULL if md == NULL else md + start)
