@@ -8,16 +8,23 @@ For every row ``x`` of ``X`` the kernel finds
 and that minimum.  Numeric work only: inputs are validated by
 :func:`fastfc._assign.assign_nearest`.
 
-Layout.  Prototypes and weights are passed *transposed*, ``(d, k)`` C-contiguous,
-so that the innermost loop runs over prototypes: each prototype's distance has
-its own accumulator, the compiler vectorises across prototypes, and every
-distance is summed over features in the fixed order ``j = 0 .. d-1``.  Results
-therefore do not depend on the number of threads.  Ties go to the lowest
-prototype index.
+Layout.  Prototypes and weights are passed *transposed*, ``(d, k)`` C-contiguous.
+Every distance is summed over features in the fixed order ``j = 0 .. d-1``
+(``acc = acc + t * t``, ``t = x_j - c_j``; ``acc + w_j * (t * t)`` when weighted), in the
+dtype of ``X``; ties go to the lowest prototype index.  The direct loop
+(``FASTFC_DIRECT``) vectorises across *rows*: a block of 32 (float64) / 64 (float32)
+rows is transposed to ``d x block`` and each vector lane sums one row's distance in
+that order, so the bits are those of the plain per-row loop; it is compiled for
+AVX-512, AVX2 and the baseline (target clones), and the module is built with
+``-ffp-contract=off`` so that no clone fuses a multiply-add.  Unweighted rows with
+many features may instead go through an FMA screen in the same kernel
+(``FASTFC_SCREEN``): it decides rows whose best prototype a rounding-error bound
+proves, and leaves the others, and every distance, to the plain loop.  Results
+do not depend on the number of threads.
 
 Parallelism.  Rows are cut into fixed chunks; chunks are spread over OpenMP
 threads (``prange``, ``nogil``) when the extension was built with OpenMP, and
-run one after another otherwise.  Each chunk owns a private accumulator.
+run one after another otherwise.  Each chunk owns a private scratch buffer.
 
 Many features and prototypes.  :func:`assign_nearest_gemm_kernel` (unweighted
 only) screens the prototypes of a chunk of rows with one BLAS matrix product,
