@@ -128,7 +128,7 @@ def roofline(n: int, dtypes, repeats: int) -> int:
     """Print the kernel-vs-floor table (markdown) of :func:`assign_nearest` on one thread."""
     from threadpoolctl import threadpool_limits
 
-    from fastfc._assign import SCREEN_MIN_FEATURES, use_gemm
+    from fastfc._assign import use_gemm, use_screen
 
     print("# Assignment kernel against its roofline floor\n")
     print(f"n = {n} standard-normal rows, k standard-normal prototypes, one thread (BLAS and OpenMP limited to one "
@@ -176,7 +176,7 @@ def roofline(n: int, dtypes, repeats: int) -> int:
             same = bool(np.array_equal(assign_nearest(X, C, n_jobs=1), lab))
             floor = roofline_floor(n, d, k, dtype)
             path = ("BLAS screen" if use_gemm(d, k, dtype)
-                    else "direct, FMA screen" if d >= SCREEN_MIN_FEATURES else "direct")
+                    else "direct, FMA screen" if use_screen(d, dtype) else "direct")
             print(f"| {d} | {k} | {np.dtype(dtype).name} | {path} | {floor * 1e3:.2f} | {t['fastfc'] * 1e3:.2f} "
                   f"| {t['sklearn'] * 1e3:.2f} | {t['gemm'] * 1e3:.2f} | {t['fastfc'] / floor:.1f} "
                   f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {wall * 1e3:.2f} | {same} |",

@@ -28,12 +28,18 @@ GEMM_CHUNK_SIZE = 256
 #: benchmarks/bench_kernels.py, shows the path each of its shapes takes)
 GEMM_MIN_WORK = {"float64": 65536, "float32": 65536}
 GEMM_MIN_FEATURES = 8
-#: unweighted rows with at least this many features (below the BLAS screen's threshold) go through
-#: the direct kernel's FMA screen (``screen=True``: same labels and distances; used on CPUs with
-#: AVX-512 and FMA, elsewhere the plain direct loop runs): CPU ms at 200000 rows, plain / screen,
-#: float64 (16, 10) 3.8 / 3.7, (36, 50) 30 / 18, (64, 64) 67 / 36, (100, 10) 30 / 22;
-#: float32 (10, 10) 1.3 / 1.5, (16, 10) 2.2 / 1.9, (100, 10) 17 / 14 (one-off run, load ~7)
-SCREEN_MIN_FEATURES = 16
+#: unweighted rows with at least this many features (per dtype of the computation; below the BLAS
+#: screen's threshold) go through the direct kernel's FMA screen (``screen=True``: same labels and
+#: distances; used on CPUs with AVX-512 and FMA, elsewhere the plain direct loop runs): CPU ms at
+#: 200000 rows, k = 10, plain / screen, float64 d = 8 1.6 / 1.8, 10 2.5 / 2.3, 16 3.9 / 3.9,
+#: 100 29 / 21; float32 d = 8 0.90 / 0.77, 10 1.24 / 1.07, 16 2.2 / 1.7, 100 16.5 / 12.9;
+#: (36, 50) float64 30 / 17, float32 16 / 9 (one-off side-by-side run, load ~7)
+SCREEN_MIN_FEATURES = {"float64": 10, "float32": 8}
+
+
+def use_screen(n_features: int, dtype=np.float64) -> bool:
+    """Whether unweighted rows (below the BLAS threshold) take the direct kernel's FMA screen."""
+    return n_features >= SCREEN_MIN_FEATURES[np.dtype(dtype).name]
 
 
 def use_gemm(n_features: int, n_prototypes: int, dtype=np.float64) -> bool:
@@ -113,7 +119,7 @@ def assign_nearest(
     and ``n_features * n_prototypes >= GEMM_MIN_WORK``, 65536) first screen the prototypes with a
     BLAS matrix product and then compute the exact distance of every prototype a
     rounding-error bound cannot rule out; below that, unweighted problems with at
-    least ``SCREEN_MIN_FEATURES`` (16) features screen with fused multiply-adds
+    least ``SCREEN_MIN_FEATURES`` (10 in float64, 8 in float32) features screen with fused multiply-adds
     inside the direct kernel (AVX-512 CPUs) the same way: labels and distances are
     the same as the direct computation's, only faster.
 
@@ -188,7 +194,7 @@ def assign_nearest(
         CT = np.ascontiguousarray(C.T)
         WT = CT if W is None else np.ascontiguousarray(W.T)
 
-        screen = W is None and d >= SCREEN_MIN_FEATURES
+        screen = W is None and use_screen(d, dtype)
 
         def run(Xb, lab, dst):
             return assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE, screen)

@@ -316,7 +316,8 @@ def test_fma_screen_is_bit_identical_to_sequential_reference(dtype, case):
     (offsets: catastrophic cancellation), near-duplicate and duplicated prototypes (ties to the
     lowest index), magnitudes near float overflow and underflow, block tails and threads."""
     rng = np.random.default_rng(99)
-    shapes = [(1, 16, 1), (5, 16, 3), (65, 17, 9), (130, 20, 33), (777, 36, 50), (300, 64, 8), (257, 100, 10)]
+    shapes = [(1, 16, 1), (5, 8, 3), (65, 10, 9), (130, 20, 33), (777, 36, 50), (300, 64, 8), (257, 100, 10),
+              (200, 2, 15), (129, 9, 4)]
     for n, d, k in shapes:
         C = rng.normal(size=(k, d))
         X = rng.normal(size=(n, d))
@@ -359,18 +360,23 @@ def test_fma_screen_is_bit_identical_to_sequential_reference(dtype, case):
             assert (naive != ref_labels).any() or n < 100
 
 
-def test_assign_nearest_takes_the_fma_screen_from_16_features():
-    """assign_nearest passes screen=True exactly for unweighted rows with >= SCREEN_MIN_FEATURES
+def test_assign_nearest_results_are_the_direct_kernels_around_the_fma_screen_threshold():
+    """assign_nearest passes screen=True for unweighted rows with >= SCREEN_MIN_FEATURES
     features below the BLAS threshold; its results are the direct kernel's either way."""
     from fastfc import _assign as A
 
     rng = np.random.default_rng(3)
-    for d, k, weighted in ((15, 10, False), (16, 10, False), (40, 12, True), (100, 10, False)):
-        X = rng.normal(size=(1000, d))
-        C = rng.normal(size=(k, d))
-        W = rng.random((k, d)) if weighted else None
-        assert not A.use_gemm(d, k, np.float64)
-        labels, dist = assign_nearest(X, C, W, return_distances=True)
-        ref_labels, ref_dist = _sequential_ref(X, C, W)
-        np.testing.assert_array_equal(labels, ref_labels)
-        np.testing.assert_array_equal(dist, ref_dist)
+    assert not A.use_screen(7, np.float32) and A.use_screen(8, np.float32)
+    assert not A.use_screen(9, np.float64) and A.use_screen(10, np.float64)
+    for d, k, weighted in ((7, 10, False), (8, 10, False), (9, 10, False), (10, 10, False), (16, 10, False),
+                           (40, 12, True), (100, 10, False)):
+        for dtype in DTYPES:
+            X = rng.normal(size=(1000, d)).astype(dtype)
+            C = rng.normal(size=(k, d)).astype(dtype)
+            W = rng.random((k, d)).astype(dtype) if weighted else None
+            assert not A.use_gemm(d, k, dtype)
+            labels, dist = assign_nearest(X, C, W, return_distances=True)
+            ref_labels, ref_dist = _sequential_ref(X, C, W)
+            np.testing.assert_array_equal(labels, ref_labels)
+            np.testing.assert_array_equal(dist, ref_dist)
+            np.testing.assert_array_equal(assign_nearest(X, C, W), ref_labels)

@@ -263,9 +263,10 @@ cdef extern from *:
        magnitudes near overflow) take the plain loop (FASTFC_EXACT_ROW). The distance, when asked
        for, is the plain loop's sum for the chosen prototype (FASTFC_EXACT_ONE): no FMA reaches
        a label or a distance (those helpers are separate functions without contraction). The
-       underflow term of the bound is 8 (d + 2) times the smallest float32 subnormal, or the smallest
-       normal float64 (larger than needed, and a subnormal operand would cost a microcode assist
-       per row). */
+       underflow term of the bound is 8 (d + 2) times the smallest normal number of the dtype (larger
+       than the subnormal spacing it covers; a subnormal operand would cost a microcode assist).
+       The decision is vectorised over the block, with (||x|| + max ||c||)^2 bounded by
+       2 (||x||^2 + max ||c||^2), so no square root. */
     #include <math.h>
     #include <float.h>
     #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
@@ -311,6 +312,11 @@ cdef extern from *:
         const double cmax = sqrt(cmax2) * (1.0 + 1e-6);                                          \\
         const double coef = 2.0 * (double)(d + 6) * (EPS) * (1.0 + 1e-6);                        \\
         const double tiny = 8.0 * (double)(d + 2) * (TINY);                                      \\
+        /* the bound's factors in the dtype (rounding up relative 1e-6 covers their roundings) */ \\
+        const T cm2 = (T)(cmax * cmax * (1.0 + 1e-6));                                           \\
+        const T cf = (T)(2.0 * coef * (1.0 + 1e-6));                                             \\
+        const T tn = (T)(tiny * (1.0 + 1e-6));                                                   \\
+        const T big = (T)((BIG) / 8);                                                            \\
         Py_ssize_t bad = 0;                                                                      \\
         for (Py_ssize_t i0 = 0; i0 < m; i0 += RB) {                                              \\
             Py_ssize_t nb = m - i0 < RB ? m - i0 : RB;                                           \\
@@ -355,19 +361,19 @@ cdef extern from *:
                     }                                                                            \\
                 }                                                                                \\
             }                                                                                    \\
-            T xo[RB], bo1[RB], bo2[RB];                                                          \\
-            IT ao[RB];                                                                           \\
-            memcpy(xo, x2, sizeof(xo));                                                          \\
-            memcpy(bo1, b1, sizeof(bo1));                                                        \\
-            memcpy(bo2, b2, sizeof(bo2));                                                        \\
-            memcpy(ao, a1, sizeof(ao));                                                          \\
+            /* decided rows: S' = 2 (||x||^2 + max ||c||^2) >= (||x|| + max ||c||)^2 (no square root), */\\
+            /* below overflow, and second smallest > smallest + coef S' + tiny (NaN: not decided) */\\
+            IT dm[RB], ao[RB];                                                                   \\
+            for (int v = 0; v < FASTFC_NV; v++) {                                                \\
+                VT q = x2[v] + cm2;                                                              \\
+                VT sl = cf * q + tn;                                                             \\
+                VI dec = (VI)(q < big) & (VI)(b2[v] > b1[v] + sl);                               \\
+                memcpy(dm + v * L, &dec, sizeof(VI));                                            \\
+                memcpy(ao + v * L, &a1[v], sizeof(VI));                                          \\
+            }                                                                                    \\
             for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
                 const T* x = xb + b * d;                                                         \\
-                double S = sqrt((double)xo[b]) + cmax;                                           \\
-                S = S * S;                                                                       \\
-                double slack = coef * S + tiny;                                                  \\
-                if (S < (BIG) / 8 && (double)bo1[b] == (double)bo1[b]                            \\
-                        && (double)bo2[b] > (double)bo1[b] + slack) {                            \\
+                if (dm[b]) {                                                                     \\
                     labels[i0 + b] = (int)ao[b];                                                 \\
                     if (mindist != NULL) mindist[i0 + b] = ONE(x, d, k, CT, (Py_ssize_t)ao[b]);  \\
                 } else {                                                                         \\
@@ -398,7 +404,7 @@ cdef extern from *:
     FASTFC_SCREEN(fastfc_screen_f64, fastfc_direct_f64, fastfc_exact_one_f64, fastfc_exact_row_f64, double,
                   fastfc_v8d, fastfc_v8l, long long, 8, fastfc_transpose_f64, DBL_EPSILON, DBL_MIN, DBL_MAX)
     FASTFC_SCREEN(fastfc_screen_f32, fastfc_direct_f32, fastfc_exact_one_f32, fastfc_exact_row_f32, float,
-                  fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32, FLT_EPSILON, FLT_TRUE_MIN, FLT_MAX)
+                  fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32, FLT_EPSILON, FLT_MIN, FLT_MAX)
     """
     Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) noexcept nogil
     Py_ssize_t fastfc_screen_scratch(Py_ssize_t d, Py_ssize_t k) noexcept nogil
