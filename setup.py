@@ -17,9 +17,9 @@ from setuptools.command.build_ext import build_ext
 
 KERNELS = ["_assign", "_kstar", "_seed", "_sklloyd"]
 
-#: kernels whose roundings must follow another library's exactly: no fused multiply-add contraction
-#: (``_sklloyd`` reproduces scikit-learn's Lloyd bit for bit)
-NO_CONTRACTION = {"_sklloyd"}
+#: kernels whose roundings must be fixed: no fused multiply-add contraction (``_sklloyd`` reproduces
+#: scikit-learn's Lloyd bit for bit; ``_assign`` has AVX-512/AVX2 clones that must give the baseline's bits)
+NO_CONTRACTION = {"_sklloyd", "_assign"}
 
 
 def _compiler_has_openmp(cc: str) -> bool:

@@ -128,7 +128,7 @@ def roofline(n: int, dtypes, repeats: int) -> int:
     """Print the kernel-vs-floor table (markdown) of :func:`assign_nearest` on one thread."""
     from threadpoolctl import threadpool_limits
 
-    from fastfc._assign import use_gemm
+    from fastfc._assign import use_gemm, use_screen
 
     print("# Assignment kernel against its roofline floor\n")
     print(f"n = {n} standard-normal rows, k standard-normal prototypes, one thread (BLAS and OpenMP limited to one "
@@ -140,7 +140,10 @@ def roofline(n: int, dtypes, repeats: int) -> int:
           "does not inflate them; `fastfc wall` is the wall-clock median of the same runs for comparison. "
           "`x floor` = fastfc / floor (target <= 3); "
           "`/ sklearn`, `/ GEMM` = fastfc / `pairwise_distances_argmin`, fastfc / NumPy GEMM expansion "
-          "(target <= 1). `same labels` compares fastfc with the exact direct kernel.\n")
+          "(target <= 1). `same labels` compares fastfc with the exact direct kernel (plain loop). `path`: "
+          "`direct` = the plain loop vectorised across rows; `direct, FMA screen` = the same kernel deciding "
+          "most rows by a fused-multiply-add screen with a rounding-error bound (AVX-512 CPUs), the close calls "
+          "by the plain loop; `BLAS screen` = a BLAS product screen with the same bound.\n")
     print("| d | k | dtype | path | floor (ms) | fastfc CPU (ms) | sklearn CPU (ms) | GEMM CPU (ms) | x floor "
           "| / sklearn | / GEMM | fastfc wall (ms) | same labels |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -172,7 +175,8 @@ def roofline(n: int, dtypes, repeats: int) -> int:
             assign_nearest_kernel(X, CT, CT, False, lab, dist, 1, CHUNK_SIZE)
             same = bool(np.array_equal(assign_nearest(X, C, n_jobs=1), lab))
             floor = roofline_floor(n, d, k, dtype)
-            path = "BLAS screen" if use_gemm(d, k) else "direct"
+            path = ("BLAS screen" if use_gemm(d, k, dtype)
+                    else "direct, FMA screen" if use_screen(d, dtype) else "direct")
             print(f"| {d} | {k} | {np.dtype(dtype).name} | {path} | {floor * 1e3:.2f} | {t['fastfc'] * 1e3:.2f} "
                   f"| {t['sklearn'] * 1e3:.2f} | {t['gemm'] * 1e3:.2f} | {t['fastfc'] / floor:.1f} "
                   f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {wall * 1e3:.2f} | {same} |",

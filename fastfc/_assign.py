@@ -19,15 +19,34 @@ CHUNK_SIZE = 512
 UPCAST_BLOCK = 1 << 20
 #: rows per chunk of the BLAS-screened kernel (its product buffer is rows x prototypes)
 GEMM_CHUNK_SIZE = 256
-#: the BLAS screen pays off from about this many features x prototypes (and 8 features);
-#: below, the direct kernel is as fast or faster (benchmarks/bench_kernels.py)
-GEMM_MIN_WORK = 256
+#: the BLAS screen pays off from about this many features x prototypes (and 8 features), per
+#: dtype of the computation; below, the direct kernel (vectorised across rows, with its FMA
+#: screen from SCREEN_MIN_FEATURES) is faster: CPU ms at 200000 rows, one thread, direct with
+#: FMA screen / BLAS screen, float64: (64, 64) 36 / 72, (128, 256) 258 / 362, (256, 256) 817 / 617,
+#: (512, 128) 842 / 656; float32: (128, 256) 152 / 252, (256, 256) 472 / 363 (thread CPU time,
+#: medians of 5, one-off side-by-side runs at load ~7; the committed roofline table,
+#: benchmarks/bench_kernels.py, shows the path each of its shapes takes)
+GEMM_MIN_WORK = {"float64": 65536, "float32": 65536}
 GEMM_MIN_FEATURES = 8
+#: unweighted rows with at least this many features (per dtype of the computation; below the BLAS
+#: screen's threshold) go through the direct kernel's FMA screen (``screen=True``: same labels and
+#: distances; used on CPUs with AVX-512 and FMA, elsewhere the plain direct loop runs): CPU ms at
+#: 200000 rows, k = 10, plain / screen, float64 d = 8 1.6 / 1.8, 10 2.5 / 2.3, 16 3.9 / 3.9,
+#: 100 29 / 21; float32 d = 8 0.90 / 0.77, 10 1.24 / 1.07, 16 2.2 / 1.7, 100 16.5 / 12.9;
+#: (36, 50) float64 30 / 17, float32 16 / 9 (one-off side-by-side run, load ~7)
+SCREEN_MIN_FEATURES = {"float64": 10, "float32": 8}
 
 
-def use_gemm(n_features: int, n_prototypes: int) -> bool:
-    """Whether the (unweighted) assignment takes the BLAS-screened kernel for this shape."""
-    return n_features >= GEMM_MIN_FEATURES and n_features * n_prototypes >= GEMM_MIN_WORK
+def use_screen(n_features: int, dtype=np.float64) -> bool:
+    """Whether unweighted rows (below the BLAS threshold) take the direct kernel's FMA screen."""
+    return n_features >= SCREEN_MIN_FEATURES[np.dtype(dtype).name]
+
+
+def use_gemm(n_features: int, n_prototypes: int, dtype=np.float64) -> bool:
+    """Whether the (unweighted) assignment takes the BLAS-screened kernel for this shape and
+    dtype of the computation (float32 or float64)."""
+    return (n_features >= GEMM_MIN_FEATURES
+            and n_features * n_prototypes >= GEMM_MIN_WORK[np.dtype(dtype).name])
 
 
 def gemm_norms(C: np.ndarray) -> tuple[np.ndarray, float]:
@@ -61,19 +80,23 @@ def _as_float_2d(name: str, A, dtype) -> np.ndarray:
     return A
 
 
-def _in_blocks(run, X: np.ndarray, dtype, labels: np.ndarray, dist: np.ndarray, chunk: int) -> None:
+def _in_blocks(run, X: np.ndarray, dtype, labels: np.ndarray, dist, chunk: int) -> int:
     """``run(X_block, labels_block, dist_block)`` over all rows, upcasting X to ``dtype`` block by block.
 
     Without a cast it is one call. Each row's result is independent of the block it is in,
     and blocks are whole multiples of the kernel's chunk, so results match one call.
+    ``dist`` may be None (then every ``dist_block`` is None). Returns the sum of what the
+    calls return (the direct kernel's count of rows with a non-finite distance or label -1).
     """
     if X.dtype == dtype:
-        run(X, labels, dist)
-        return
+        return int(run(X, labels, dist) or 0)
+    bad = 0
     rows = max(chunk, (UPCAST_BLOCK // max(X.shape[1], 1)) // chunk * chunk)
     for start in range(0, X.shape[0], rows):
         stop = min(start + rows, X.shape[0])
-        run(np.ascontiguousarray(X[start:stop], dtype=dtype), labels[start:stop], dist[start:stop])
+        bad += int(run(np.ascontiguousarray(X[start:stop], dtype=dtype), labels[start:stop],
+                       None if dist is None else dist[start:stop]) or 0)
+    return bad
 
 
 def assign_nearest(
@@ -93,10 +116,12 @@ def assign_nearest(
     The result does not depend on ``n_jobs``.
 
     Unweighted problems with many features and prototypes (``n_features >= 8``
-    and ``n_features * n_prototypes >= 256``) first screen the prototypes with a
+    and ``n_features * n_prototypes >= GEMM_MIN_WORK``, 65536) first screen the prototypes with a
     BLAS matrix product and then compute the exact distance of every prototype a
-    rounding-error bound cannot rule out: labels and distances are the same as
-    the direct computation's, only faster.
+    rounding-error bound cannot rule out; below that, unweighted problems with at
+    least ``SCREEN_MIN_FEATURES`` (10 in float64, 8 in float32) features screen with fused multiply-adds
+    inside the direct kernel (AVX-512 CPUs) the same way: labels and distances are
+    the same as the direct computation's, only faster.
 
     Parameters
     ----------
@@ -148,10 +173,10 @@ def assign_nearest(
             raise ValueError("weights must be non-negative")
     n = X.shape[0]
     labels = np.empty(n, dtype=np.int32)
-    dist = np.empty(n, dtype=dtype)
     n_threads = effective_n_jobs(n_jobs)
     d, k = C.shape[1], C.shape[0]
-    if W is None and use_gemm(d, k):
+    if W is None and use_gemm(d, k, dtype):
+        dist = np.empty(n, dtype=dtype)
         cn, cmax = gemm_norms(C)
 
         def run(Xb, lab, dst):
@@ -160,22 +185,27 @@ def assign_nearest(
         # the threads are ours (n_jobs); each runs its own small products on one BLAS thread
         with limit_blas_threads(1):
             _in_blocks(run, X, dtype, labels, dist, GEMM_CHUNK_SIZE)
+        bad = not (np.isfinite(dist).all() and (labels >= 0).all()) if n else False
     else:
+        # the direct kernel counts the rows with a non-finite distance (or label -1) itself, and
+        # writes the distances only when they are asked for
+        dist = np.empty(n, dtype=dtype) if return_distances else None
         # the direct kernel takes prototypes (and weights) transposed, (d, k)
         CT = np.ascontiguousarray(C.T)
         WT = CT if W is None else np.ascontiguousarray(W.T)
 
-        def run(Xb, lab, dst):
-            assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE)
+        screen = W is None and use_screen(d, dtype)
 
-        _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE)
+        def run(Xb, lab, dst):
+            return assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE, screen)
+
+        bad = _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE) > 0
     # a row with NaN or infinity has a non-finite distance (or, through the BLAS screen, no
     # candidate: label -1): the full finiteness check of X (a pass over n x d values and an
-    # n x d temporary) runs only then, after one pass over the n distances and labels
-    if n and check_finite and not (np.isfinite(dist).all() and (labels >= 0).all()):
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinity")
-    if n and (labels < 0).any():
+    # n x d temporary) runs only then
+    if bad and check_finite and not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinity")
+    if bad and (labels < 0).any():
         raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")
     if return_distances:
         return labels, dist

@@ -121,6 +121,15 @@ def test_openmp_flag_is_bool():
     assert isinstance(openmp_enabled(), bool)
 
 
+@pytest.fixture
+def low_screen_threshold(monkeypatch):
+    """The BLAS screen from d * k >= 256 in both dtypes (the direct kernel is faster up to
+    8192 / 32768, the defaults), so that these tests' moderate shapes exercise the screen."""
+    from fastfc import _assign as A
+
+    monkeypatch.setattr(A, "GEMM_MIN_WORK", {"float64": 256, "float32": 256})
+
+
 def _direct(X, C):
     """The direct (exhaustive) compiled kernel, bypassing the BLAS screen."""
     from fastfc._kernels._assign import assign_nearest_kernel
@@ -134,14 +143,14 @@ def _direct(X, C):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["random", "offset", "near_duplicates", "exact_ties", "rows_on_prototypes"])
-def test_blas_screen_is_identical_to_direct_kernel(dtype, case):
+def test_blas_screen_is_identical_to_direct_kernel(dtype, case, low_screen_threshold):
     """Above GEMM_MIN_WORK the BLAS-screened path must give the direct kernel's labels and
     distances bit for bit, also where a plain ||c||^2 - 2 x.c would pick the wrong one."""
     from fastfc import _assign as A
 
     rng = np.random.default_rng(11)
     n, d, k = 3001, 24, 40
-    assert d >= A.GEMM_MIN_FEATURES and d * k >= A.GEMM_MIN_WORK
+    assert A.use_gemm(d, k, dtype)
     C = rng.normal(size=(k, d))
     X = rng.normal(size=(n, d))
     if case == "offset":  # far from the origin: the expansion cancels catastrophically
@@ -171,7 +180,10 @@ def test_blas_screen_is_identical_to_direct_kernel(dtype, case):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_blas_screen_same_result_for_any_thread_count(dtype):
+def test_blas_screen_same_result_for_any_thread_count(dtype, low_screen_threshold):
+    from fastfc import _assign as A
+
+    assert A.use_gemm(30, 25, dtype)
     rng = np.random.default_rng(8)
     X = rng.normal(size=(20_011, 30)).astype(dtype)
     C = rng.normal(size=(25, 30)).astype(dtype)
@@ -183,19 +195,23 @@ def test_blas_screen_same_result_for_any_thread_count(dtype):
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("screen", [False, True])
 @pytest.mark.parametrize("d,k,weighted,dtypes", [
     (3, 4, False, ("float64", "float64")),
     (3, 4, True, ("float32", "float32")),
-    (16, 40, False, ("float64", "float64")),   # BLAS screen
+    (16, 40, False, ("float64", "float64")),   # BLAS screen when screen, else direct
     (16, 40, False, ("float32", "float32")),
     (16, 40, False, ("float32", "float64")),   # upcast block by block
     (16, 40, True, ("float64", "float64")),
 ])
-def test_non_finite_rows_are_rejected_wherever_they_are(bad, d, k, weighted, dtypes):
+def test_non_finite_rows_are_rejected_wherever_they_are(bad, d, k, weighted, dtypes, screen, monkeypatch):
     """The rows are checked only when a distance comes out non-finite: every NaN/inf row
     (in any feature, any chunk, either kernel) must still raise."""
+    from fastfc import _assign as A
     from fastfc._assign import assign_nearest
 
+    if screen:  # (16, 40) unweighted through the BLAS screen, else the direct kernel
+        monkeypatch.setattr(A, "GEMM_MIN_WORK", {"float64": 256, "float32": 256})
     rng = np.random.default_rng(4)
     X = rng.standard_normal((3000, d)).astype(dtypes[0])
     C = rng.standard_normal((k, d)).astype(dtypes[1])
@@ -209,3 +225,158 @@ def test_non_finite_rows_are_rejected_wherever_they_are(bad, d, k, weighted, dty
             assign_nearest(Xb, C, W)
         lab = assign_nearest(Xb[np.arange(3000) != row], C, W)  # the same rows without it: fine
         np.testing.assert_array_equal(lab, assign_nearest(X, C, W)[np.arange(3000) != row])
+
+
+def _sequential_ref(X, C, W=None):
+    """Labels and distances of the exact (direct) kernel's arithmetic, in NumPy: each distance
+    summed over features in the order 0 .. d-1 in the dtype of X (``acc = acc + t * t``, or
+    ``acc + w * (t * t)``), ties to the lowest index."""
+    n, d = X.shape
+    acc = np.zeros((n, C.shape[0]), dtype=X.dtype)
+    for j in range(d):
+        t = X[:, j, None] - C[None, :, j]
+        acc = acc + (t * t if W is None else W[None, :, j] * (t * t))
+    labels = np.argmin(acc, axis=1) if len(C) else np.zeros(n, np.intp)
+    return labels.astype(np.int32), acc[np.arange(n), labels]
+
+
+def _direct_kernel(X, C, W=None, n_threads=1, chunk=512, with_dist=True):
+    from fastfc._kernels._assign import assign_nearest_kernel
+
+    CT = np.ascontiguousarray(C.T)
+    WT = CT if W is None else np.ascontiguousarray(W.T)
+    labels = np.full(len(X), -7, dtype=np.int32)
+    dist = np.full(len(X), -7, dtype=X.dtype) if with_dist else None
+    bad = assign_nearest_kernel(np.ascontiguousarray(X), CT, WT, W is not None, labels, dist, n_threads, chunk)
+    return labels, dist, bad
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_direct_kernel_is_bit_identical_to_sequential_reference(dtype, weighted):
+    """The direct kernel sums several rows at a time in vector lanes (blocks of 32 float64 / 64
+    float32 rows, transposed): every row's distance must still be the per-row sequential sum to
+    the bit, and its label the first minimum -- for any n (block tails, n below one block),
+    any d (tiled transposes from 8 features, the d = 2 split, the element-by-element rest),
+    exact ties, thread counts and chunk sizes."""
+    rng = np.random.default_rng(1234 + weighted)
+    shapes = [(n, d, k) for n in (1, 5, 31, 32, 33, 63, 64, 65, 129, 700)
+              for d, k in ((1, 3), (2, 15), (3, 4), (7, 9), (8, 5), (9, 2), (10, 10), (16, 10), (17, 33), (40, 7))]
+    for trial, (n, d, k) in enumerate(shapes):
+        if trial % 2:  # small integers: many exact ties between different prototypes
+            X = rng.integers(-3, 4, size=(n, d)).astype(dtype)
+            C = rng.integers(-3, 4, size=(k, d)).astype(dtype)
+        else:
+            X = (rng.standard_normal((n, d)) * 10 ** rng.uniform(-3, 3)).astype(dtype)
+            C = rng.standard_normal((k, d)).astype(dtype)
+            if k > 2:
+                C[k - 1] = C[0]  # a duplicated prototype: the tie goes to index 0
+                X[: n // 3] = C[rng.integers(0, k, n // 3)]  # rows on prototypes (distance 0)
+        W = (rng.random((k, d)) * 2).astype(dtype) if weighted else None
+        if weighted and trial % 3 == 0:
+            W[:, 0] = 0
+        ref_labels, ref_dist = _sequential_ref(X, C, W)
+        for n_threads, chunk in ((1, 512), (2, 7), (2, 64)):
+            labels, dist, bad = _direct_kernel(X, C, W, n_threads, chunk)
+            np.testing.assert_array_equal(labels, ref_labels, err_msg=f"{(n, d, k, n_threads, chunk)}")
+            np.testing.assert_array_equal(dist.view(np.uint8), ref_dist.view(np.uint8),
+                                          err_msg=f"{(n, d, k, n_threads, chunk)}")
+            assert bad == 0
+        labels, dist, bad = _direct_kernel(X, C, W, with_dist=False)  # distances not asked for
+        np.testing.assert_array_equal(labels, ref_labels)
+        assert dist is None and bad == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("d", [2, 5, 12])
+def test_direct_kernel_counts_non_finite_rows(dtype, d):
+    """The kernel's return value (rows with a NaN/infinite distance) is what assign_nearest's
+    finiteness check relies on: every bad row in any lane of any block must be counted."""
+    rng = np.random.default_rng(d)
+    X = rng.standard_normal((101, d)).astype(dtype)
+    C = rng.standard_normal((6, d)).astype(dtype)
+    bad_rows = [0, 31, 32, 63, 64, 100]
+    X[bad_rows, d - 1] = [np.nan, np.inf, -np.inf, np.nan, np.inf, np.nan]
+    for n_threads, chunk in ((1, 512), (2, 10)):
+        for with_dist in (True, False):
+            assert _direct_kernel(X, C, None, n_threads, chunk, with_dist)[2] == len(bad_rows)
+    ok = np.setdiff1d(np.arange(101), bad_rows)
+    labels, dist, _ = _direct_kernel(X, C)
+    ref_labels, ref_dist = _sequential_ref(X[ok], C)
+    np.testing.assert_array_equal(labels[ok], ref_labels)
+    np.testing.assert_array_equal(dist[ok], ref_dist)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["random", "offset", "near_duplicates", "exact_ties", "huge", "tiny"])
+def test_fma_screen_is_bit_identical_to_sequential_reference(dtype, case):
+    """The direct kernel's FMA screen (``screen=True``) decides rows by a rounding-error bound
+    and leaves the close calls to the plain loop: labels and distances must be the plain loop's
+    to the bit, including where the screen's own values order the prototypes wrongly
+    (offsets: catastrophic cancellation), near-duplicate and duplicated prototypes (ties to the
+    lowest index), magnitudes near float overflow and underflow, block tails and threads."""
+    rng = np.random.default_rng(99)
+    shapes = [(1, 16, 1), (5, 8, 3), (65, 10, 9), (130, 20, 33), (777, 36, 50), (300, 64, 8), (257, 100, 10),
+              (200, 2, 15), (129, 9, 4)]
+    for n, d, k in shapes:
+        C = rng.normal(size=(k, d))
+        X = rng.normal(size=(n, d))
+        if case == "offset":
+            shift = 3e3 if dtype == np.float32 else 3e7
+            C += shift
+            X += shift
+        elif case == "near_duplicates" and k > 1:
+            C[1::2] = C[0::2][: k // 2] + rng.normal(scale=1e-7, size=(k // 2, d))
+            X[: n // 2] = C[rng.integers(k, size=n // 2)] + rng.normal(scale=1e-6, size=(n // 2, d))
+        elif case == "exact_ties" and k > 1:
+            C[k // 2:] = C[: k - k // 2]
+            X[: n // 3] = C[rng.integers(k, size=n // 3)]
+        elif case == "huge":  # squares near the largest finite value of the dtype
+            scale = 1e18 if dtype == np.float32 else 1e152
+            X *= scale
+            C *= scale
+        elif case == "tiny":  # products in the subnormal range
+            scale = 1e-21 if dtype == np.float32 else 1e-160
+            X *= scale
+            C *= scale
+        X = X.astype(dtype)
+        C = C.astype(dtype)
+        ref_labels, ref_dist = _sequential_ref(X, C)
+        for n_threads, chunk in ((1, 512), (2, 31)):
+            CT = np.ascontiguousarray(C.T)
+            from fastfc._kernels._assign import assign_nearest_kernel
+
+            labels = np.full(n, -7, dtype=np.int32)
+            dist = np.full(n, -7, dtype=dtype)
+            bad = assign_nearest_kernel(X, CT, CT, False, labels, dist, n_threads, chunk, True)
+            np.testing.assert_array_equal(labels, ref_labels, err_msg=f"{(n, d, k, case)}")
+            np.testing.assert_array_equal(dist.view(np.uint8), ref_dist.view(np.uint8), err_msg=f"{(n, d, k)}")
+            assert bad == int((~np.isfinite(ref_dist)).sum())
+            labels2 = np.full(n, -7, dtype=np.int32)
+            assign_nearest_kernel(X, CT, CT, False, labels2, None, n_threads, chunk, True)
+            np.testing.assert_array_equal(labels2, ref_labels)
+        if case == "offset" and k > 1:  # the expansion alone orders some rows wrongly here
+            naive = (np.einsum("ij,ij->i", C, C)[None, :] - 2 * (X @ C.T)).argmin(axis=1)
+            assert (naive != ref_labels).any() or n < 100
+
+
+def test_assign_nearest_results_are_the_direct_kernels_around_the_fma_screen_threshold():
+    """assign_nearest passes screen=True for unweighted rows with >= SCREEN_MIN_FEATURES
+    features below the BLAS threshold; its results are the direct kernel's either way."""
+    from fastfc import _assign as A
+
+    rng = np.random.default_rng(3)
+    assert not A.use_screen(7, np.float32) and A.use_screen(8, np.float32)
+    assert not A.use_screen(9, np.float64) and A.use_screen(10, np.float64)
+    for d, k, weighted in ((7, 10, False), (8, 10, False), (9, 10, False), (10, 10, False), (16, 10, False),
+                           (40, 12, True), (100, 10, False)):
+        for dtype in DTYPES:
+            X = rng.normal(size=(1000, d)).astype(dtype)
+            C = rng.normal(size=(k, d)).astype(dtype)
+            W = rng.random((k, d)).astype(dtype) if weighted else None
+            assert not A.use_gemm(d, k, dtype)
+            labels, dist = assign_nearest(X, C, W, return_distances=True)
+            ref_labels, ref_dist = _sequential_ref(X, C, W)
+            np.testing.assert_array_equal(labels, ref_labels)
+            np.testing.assert_array_equal(dist, ref_dist)
+            np.testing.assert_array_equal(assign_nearest(X, C, W), ref_labels)

@@ -8,16 +8,23 @@ For every row ``x`` of ``X`` the kernel finds
 and that minimum.  Numeric work only: inputs are validated by
 :func:`fastfc._assign.assign_nearest`.
 
-Layout.  Prototypes and weights are passed *transposed*, ``(d, k)`` C-contiguous,
-so that the innermost loop runs over prototypes: each prototype's distance has
-its own accumulator, the compiler vectorises across prototypes, and every
-distance is summed over features in the fixed order ``j = 0 .. d-1``.  Results
-therefore do not depend on the number of threads.  Ties go to the lowest
-prototype index.
+Layout.  Prototypes and weights are passed *transposed*, ``(d, k)`` C-contiguous.
+Every distance is summed over features in the fixed order ``j = 0 .. d-1``
+(``acc = acc + t * t``, ``t = x_j - c_j``; ``acc + w_j * (t * t)`` when weighted), in the
+dtype of ``X``; ties go to the lowest prototype index.  The direct loop
+(``FASTFC_DIRECT``) vectorises across *rows*: a block of 32 (float64) / 64 (float32)
+rows is transposed to ``d x block`` and each vector lane sums one row's distance in
+that order, so the bits are those of the plain per-row loop; it is compiled for
+AVX-512, AVX2 and the baseline (target clones), and the module is built with
+``-ffp-contract=off`` so that no clone fuses a multiply-add.  Unweighted rows with
+many features may instead go through an FMA screen in the same kernel
+(``FASTFC_SCREEN``): it decides rows whose best prototype a rounding-error bound
+proves, and leaves the others, and every distance, to the plain loop.  Results
+do not depend on the number of threads.
 
 Parallelism.  Rows are cut into fixed chunks; chunks are spread over OpenMP
 threads (``prange``, ``nogil``) when the extension was built with OpenMP, and
-run one after another otherwise.  Each chunk owns a private accumulator.
+run one after another otherwise.  Each chunk owns a private scratch buffer.
 
 Many features and prototypes.  :func:`assign_nearest_gemm_kernel` (unweighted
 only) screens the prototypes of a chunk of rows with one BLAS matrix product,
@@ -80,10 +87,343 @@ cdef inline int _threads_for(int n_threads, Py_ssize_t n_chunks) noexcept:
     return n_threads
 
 
+cdef extern from *:
+    """
+    /* The direct loop, vectorised across rows: a block of RB rows is transposed (d x RB) and, per
+       prototype, RB distances are summed at once, each over features j = 0 .. d-1 in order, so every
+       row's distance has the bits of the plain per-row loop (t = x_j - c_j; acc = acc + t * t, or
+       acc + w_j * (t * t)); the lanes hold different rows. Ties go to the lowest prototype (strict <);
+       a NaN distance never replaces the best, as in the plain loop. GCC vector types (64 bytes) are
+       lowered to what the clone's target has (AVX-512, AVX2 or SSE2); the module is built with
+       -ffp-contract=off, so no clone fuses a multiply-add: all clones give the same bits. */
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
+    #define FASTFC_DCLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+    #else
+    #define FASTFC_DCLONES
+    #endif
+    typedef double fastfc_v8d __attribute__((vector_size(64)));
+    typedef long long fastfc_v8l __attribute__((vector_size(64)));
+    typedef float fastfc_v16f __attribute__((vector_size(64)));
+    typedef int fastfc_v16i __attribute__((vector_size(64)));
+    /* vectors of 64 bytes per row block: RB = 4 x lanes rows (32 float64, 64 float32) */
+    #define FASTFC_NV 4
+    #ifndef FASTFC_PF
+    #define FASTFC_PF 4
+    #endif
+    /* bytes of the scratch a direct call needs for d features (one transposed block, aligned) */
+    static Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) { return 64 * FASTFC_NV * (d > 0 ? d : 1) + 64; }
+    /* Transposes of a block of rows into the d x RB buffer (pure data movement: no rounding).
+       8 x 8 tiles by shuffles of 8-lane vectors (three stages of two-input shuffles); the last
+       tile of a row overlaps the previous one when 8 does not divide d (it rewrites the same
+       values). d = 2: one even/odd split per two vectors. Other blocks (d < 8 but 2, the last,
+       partial block): element by element, the unused lanes set to 0. */
+    typedef double fastfc_v8dt __attribute__((vector_size(64)));
+    typedef float fastfc_v8f __attribute__((vector_size(32)));
+    typedef int fastfc_v8i __attribute__((vector_size(32)));
+    #define FASTFC_TILE8(NAME, T, V8, M8)                                                         \\
+    static inline __attribute__((always_inline)) void NAME(const T* x, Py_ssize_t ld, T* out,      \\
+                                                           Py_ssize_t ldo) {                       \\
+        V8 r[8], t[8], u[8], o[8];                                                               \\
+        for (int q = 0; q < 8; q++) memcpy(&r[q], x + q * ld, sizeof(V8));                       \\
+        for (int q = 0; q < 8; q += 2) {                                                         \\
+            t[q] = __builtin_shuffle(r[q], r[q + 1], (M8){0, 8, 2, 10, 4, 12, 6, 14});           \\
+            t[q + 1] = __builtin_shuffle(r[q], r[q + 1], (M8){1, 9, 3, 11, 5, 13, 7, 15});       \\
+        }                                                                                        \\
+        for (int q = 0; q < 8; q += 4)                                                           \\
+            for (int h = 0; h < 2; h++) {                                                        \\
+                u[q + h] = __builtin_shuffle(t[q + h], t[q + h + 2], (M8){0, 1, 8, 9, 4, 5, 12, 13}); \\
+                u[q + h + 2] = __builtin_shuffle(t[q + h], t[q + h + 2], (M8){2, 3, 10, 11, 6, 7, 14, 15}); \\
+            }                                                                                    \\
+        for (int q = 0; q < 4; q++) {                                                            \\
+            o[q] = __builtin_shuffle(u[q], u[q + 4], (M8){0, 1, 2, 3, 8, 9, 10, 11});            \\
+            o[q + 4] = __builtin_shuffle(u[q], u[q + 4], (M8){4, 5, 6, 7, 12, 13, 14, 15});      \\
+        }                                                                                        \\
+        for (int q = 0; q < 8; q++) memcpy(out + q * ldo, &o[q], sizeof(V8));                    \\
+    }
+    FASTFC_TILE8(fastfc_tile8_f64, double, fastfc_v8dt, fastfc_v8l)
+    FASTFC_TILE8(fastfc_tile8_f32, float, fastfc_v8f, fastfc_v8i)
+    #define FASTFC_TRANSPOSE(NAME, T, TILE, V, M, L)                                             \\
+    static inline __attribute__((always_inline)) void NAME(const T* xb, Py_ssize_t nb,            \\
+                                                           Py_ssize_t d, T* XT) {                 \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        if (nb == RB && d >= 8) {                                                                \\
+            for (Py_ssize_t b = 0; b < RB; b += 8)                                               \\
+                for (Py_ssize_t j0 = 0; j0 < d; j0 += 8) {                                       \\
+                    Py_ssize_t jj = j0 + 8 <= d ? j0 : d - 8;                                    \\
+                    TILE(xb + b * d + jj, d, XT + jj * RB + b, RB);                              \\
+                }                                                                                \\
+        } else if (nb == RB && d == 2) {                                                         \\
+            for (Py_ssize_t b = 0; b < RB; b += L) {                                             \\
+                V v0, v1, e, o;                                                                  \\
+                memcpy(&v0, xb + 2 * b, sizeof(V));                                              \\
+                memcpy(&v1, xb + 2 * b + L, sizeof(V));                                          \\
+                e = __builtin_shuffle(v0, v1, FASTFC_EVEN_##L);                                  \\
+                o = __builtin_shuffle(v0, v1, FASTFC_ODD_##L);                                   \\
+                memcpy(XT + b, &e, sizeof(V));                                                   \\
+                memcpy(XT + RB + b, &o, sizeof(V));                                              \\
+            }                                                                                    \\
+        } else {                                                                                 \\
+            for (Py_ssize_t j = 0; j < d; j++) {                                                 \\
+                T* col = XT + j * RB;                                                            \\
+                for (Py_ssize_t b = 0; b < nb; b++) col[b] = xb[b * d + j];                      \\
+                if (nb < RB)                                                                     \\
+                    for (Py_ssize_t b = nb; b < RB; b++) col[b] = 0;                             \\
+            }                                                                                    \\
+        }                                                                                        \\
+    }
+    #define FASTFC_EVEN_8 ((fastfc_v8l){0, 2, 4, 6, 8, 10, 12, 14})
+    #define FASTFC_ODD_8 ((fastfc_v8l){1, 3, 5, 7, 9, 11, 13, 15})
+    #define FASTFC_EVEN_16 ((fastfc_v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+    #define FASTFC_ODD_16 ((fastfc_v16i){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
+    FASTFC_TRANSPOSE(fastfc_transpose_f64, double, fastfc_tile8_f64, fastfc_v8d, fastfc_v8l, 8)
+    FASTFC_TRANSPOSE(fastfc_transpose_f32, float, fastfc_tile8_f32, fastfc_v16f, fastfc_v16i, 16)
+    #define FASTFC_DIRECT(NAME, T, VT, VI, IT, L, TRANSPOSE)                                                  \\
+    FASTFC_DCLONES static Py_ssize_t NAME(const T* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k,   \\
+                                    const T* CT, const T* WT, int weighted, void* scratch,        \\
+                                    int* labels, T* mindist) {                                    \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        T* XT = (T*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);                                \\
+        Py_ssize_t bad = 0;                                                                      \\
+        for (Py_ssize_t i0 = 0; i0 < m; i0 += RB) {                                              \\
+            Py_ssize_t nb = m - i0 < RB ? m - i0 : RB;                                           \\
+            if (i0 + (FASTFC_PF + 1) * RB <= m) {                                                \\
+                /* software prefetch of a later block (the rows stream in from memory) */        \\
+                const char* pf = (const char*)(X + (i0 + FASTFC_PF * RB) * d);                   \\
+                for (Py_ssize_t o = 0; o < (Py_ssize_t)(RB * d * sizeof(T)); o += 64)            \\
+                    __builtin_prefetch(pf + o);                                                  \\
+            }                                                                                    \\
+            TRANSPOSE(X + i0 * d, nb, d, XT);                                                    \\
+            VT best[FASTFC_NV];                                                                  \\
+            VI arg[FASTFC_NV];                                                                   \\
+            for (Py_ssize_t c = 0; c < k; c++) {                                                 \\
+                VT acc[FASTFC_NV];                                                               \\
+                for (int v = 0; v < FASTFC_NV; v++) acc[v] = (VT){0};                            \\
+                if (weighted) {                                                                  \\
+                    for (Py_ssize_t j = 0; j < d; j++) {                                         \\
+                        const VT* xr = (const VT*)(XT + j * RB);                                 \\
+                        T cj = CT[j * k + c];                                                    \\
+                        T wj = WT[j * k + c];                                                    \\
+                        for (int v = 0; v < FASTFC_NV; v++) {                                    \\
+                            VT t = xr[v] - cj;                                                   \\
+                            acc[v] = acc[v] + wj * (t * t);                                      \\
+                        }                                                                        \\
+                    }                                                                            \\
+                } else if (d > 0) {                                                              \\
+                    /* 0 + t * t is t * t (a square is never -0): start from the first term */   \\
+                    const VT* xr = (const VT*)XT;                                                \\
+                    T c0 = CT[c];                                                                \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        VT t = xr[v] - c0;                                                       \\
+                        acc[v] = t * t;                                                          \\
+                    }                                                                            \\
+                    for (Py_ssize_t j = 1; j < d; j++) {                                         \\
+                        xr = (const VT*)(XT + j * RB);                                           \\
+                        T cj = CT[j * k + c];                                                    \\
+                        for (int v = 0; v < FASTFC_NV; v++) {                                    \\
+                            VT t = xr[v] - cj;                                                   \\
+                            acc[v] = acc[v] + t * t;                                             \\
+                        }                                                                        \\
+                    }                                                                            \\
+                }                                                                                \\
+                if (c == 0) {                                                                    \\
+                    for (int v = 0; v < FASTFC_NV; v++) { best[v] = acc[v]; arg[v] = (VI){0}; }  \\
+                } else {                                                                         \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        VI lt = (VI)(acc[v] < best[v]);                                          \\
+                        best[v] = (VT)(((VI)acc[v] & lt) | ((VI)best[v] & ~lt));                 \\
+                        arg[v] = (arg[v] & ~lt) | (lt & (IT)c);                                  \\
+                    }                                                                            \\
+                }                                                                                \\
+            }                                                                                    \\
+            T bo[RB];                                                                            \\
+            IT ao[RB];                                                                           \\
+            memcpy(bo, best, sizeof(bo));                                                        \\
+            memcpy(ao, arg, sizeof(ao));                                                         \\
+            for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
+                labels[i0 + b] = (int)ao[b];                                                     \\
+                bad += !(bo[b] - bo[b] == 0); /* NaN or infinity */                              \\
+            }                                                                                    \\
+            if (mindist != NULL)                                                                 \\
+                for (Py_ssize_t b = 0; b < nb; b++) mindist[i0 + b] = bo[b];                     \\
+        }                                                                                        \\
+        return bad;                                                                              \\
+    }
+    FASTFC_DIRECT(fastfc_direct_f64, double, fastfc_v8d, fastfc_v8l, long long, 8, fastfc_transpose_f64)
+    FASTFC_DIRECT(fastfc_direct_f32, float, fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32)
+    /* The direct kernel with an FMA screen (unweighted, AVX-512 + FMA machines, many features):
+       per block of rows (transposed as above) and prototype pair, s = x.c with fused
+       multiply-adds, a = ||c||^2 - 2 s; per row the smallest a (its prototype) and the second
+       smallest. a approximates ||x - c||^2 - ||x||^2 within (d + 2) u (||x|| + ||c||)^2 and the
+       exact distance errs by at most (d + 1) u (...)^2, so when the second smallest a exceeds
+       the smallest by more than 2 (d + 6) eps (||x|| + max ||c||)^2 (u = eps / 2; the extra
+       terms cover the roundings of the bound itself and of ||x||) the exact argmin is that one
+       prototype, alone: the label of the plain loop. Other rows (close calls, ties, NaN,
+       magnitudes near overflow) take the plain loop (FASTFC_EXACT_ROW). The distance, when asked
+       for, is the plain loop's sum for the chosen prototype (FASTFC_EXACT_ONE): no FMA reaches
+       a label or a distance (those helpers are separate functions without contraction). The
+       underflow term of the bound is 8 (d + 2) times the smallest normal number of the dtype (larger
+       than the subnormal spacing it covers; a subnormal operand would cost a microcode assist).
+       The decision is vectorised over the block, with (||x|| + max ||c||)^2 bounded by
+       2 (||x||^2 + max ||c||^2), so no square root. */
+    #include <math.h>
+    #include <float.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
+    #define FASTFC_AVX512_FMA __attribute__((target("avx512f,fma"), optimize("fp-contract=fast"), noinline))
+    #else
+    #define FASTFC_AVX512_FMA __attribute__((noinline))
+    #endif
+    static Py_ssize_t fastfc_screen_scratch(Py_ssize_t d, Py_ssize_t k) {
+        return 64 * FASTFC_NV * (d > 0 ? d : 1) + 64 + 8 * (k + 8);
+    }
+    static int fastfc_has_avx512_fma(void);
+    #define FASTFC_SEL(VT, VI, m, a, b) ((VT)(((VI)(a) & (m)) | ((VI)(b) & ~(m))))
+    #define FASTFC_SCREEN(NAME, DIRECT, ONE, ROW, T, VT, VI, IT, L, TRANSPOSE, EPS, TINY, BIG)    \\
+    static __attribute__((noinline)) T ONE(const T* x, Py_ssize_t d, Py_ssize_t k, const T* CT,  \\
+                                           Py_ssize_t c) {                                        \\
+        T a = 0;                                                                                 \\
+        for (Py_ssize_t j = 0; j < d; j++) { T t = x[j] - CT[j * k + c]; a = a + t * t; }        \\
+        return a;                                                                                \\
+    }                                                                                            \\
+    static __attribute__((noinline)) int ROW(const T* x, Py_ssize_t d, Py_ssize_t k, const T* CT, \\
+                                             T* best_out) {                                       \\
+        T best = ONE(x, d, k, CT, 0);                                                            \\
+        int arg = 0;                                                                             \\
+        for (Py_ssize_t c = 1; c < k; c++) {                                                     \\
+            T a = ONE(x, d, k, CT, c);                                                           \\
+            if (a < best) { best = a; arg = (int)c; }                                            \\
+        }                                                                                        \\
+        *best_out = best;                                                                        \\
+        return arg;                                                                              \\
+    }                                                                                            \\
+    FASTFC_AVX512_FMA static Py_ssize_t NAME##_avx512(const T* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k,         \\
+                                    const T* CT, void* scratch, int* labels, T* mindist) {         \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        T* XT = (T*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);                                \\
+        T* cn = XT + (d > 0 ? d : 1) * RB;                                                       \\
+        double cmax2 = 0;                                                                        \\
+        for (Py_ssize_t c = 0; c < k; c++) {                                                     \\
+            T s = 0;                                                                             \\
+            for (Py_ssize_t j = 0; j < d; j++) s = s + CT[j * k + c] * CT[j * k + c];            \\
+            cn[c] = s;                                                                           \\
+            if ((double)s > cmax2) cmax2 = (double)s;                                            \\
+        }                                                                                        \\
+        const double cmax = sqrt(cmax2) * (1.0 + 1e-6);                                          \\
+        const double coef = 2.0 * (double)(d + 6) * (EPS) * (1.0 + 1e-6);                        \\
+        const double tiny = 8.0 * (double)(d + 2) * (TINY);                                      \\
+        /* the bound's factors in the dtype (rounding up relative 1e-6 covers their roundings) */ \\
+        const T cm2 = (T)(cmax * cmax * (1.0 + 1e-6));                                           \\
+        const T cf = (T)(2.0 * coef * (1.0 + 1e-6));                                             \\
+        const T tn = (T)(tiny * (1.0 + 1e-6));                                                   \\
+        const T big = (T)((BIG) / 8);                                                            \\
+        Py_ssize_t bad = 0;                                                                      \\
+        for (Py_ssize_t i0 = 0; i0 < m; i0 += RB) {                                              \\
+            Py_ssize_t nb = m - i0 < RB ? m - i0 : RB;                                           \\
+            const T* xb = X + i0 * d;                                                            \\
+            TRANSPOSE(xb, nb, d, XT);                                                            \\
+            VT x2[FASTFC_NV], b1[FASTFC_NV], b2[FASTFC_NV];                                      \\
+            VI a1[FASTFC_NV];                                                                    \\
+            for (int v = 0; v < FASTFC_NV; v++) {                                                \\
+                x2[v] = (VT){0};                                                                 \\
+                b1[v] = (VT){0} + (T)INFINITY;                                                   \\
+                b2[v] = b1[v];                                                                   \\
+                a1[v] = (VI){0};                                                                 \\
+            }                                                                                    \\
+            for (Py_ssize_t j = 0; j < d; j++) {                                                 \\
+                const VT* xr = (const VT*)(XT + j * RB);                                         \\
+                for (int v = 0; v < FASTFC_NV; v++) x2[v] = x2[v] + xr[v] * xr[v];               \\
+            }                                                                                    \\
+            for (Py_ssize_t c0 = 0; c0 < k; c0 += 2) {                                           \\
+                Py_ssize_t c1 = c0 + 1 < k ? c0 + 1 : c0;                                        \\
+                VT s0[FASTFC_NV], s1[FASTFC_NV];                                                 \\
+                for (int v = 0; v < FASTFC_NV; v++) { s0[v] = (VT){0}; s1[v] = (VT){0}; }        \\
+                for (Py_ssize_t j = 0; j < d; j++) {                                             \\
+                    const VT* xr = (const VT*)(XT + j * RB);                                     \\
+                    T p0 = CT[j * k + c0], p1 = CT[j * k + c1];                                  \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        s0[v] = s0[v] + xr[v] * p0;                                              \\
+                        s1[v] = s1[v] + xr[v] * p1;                                              \\
+                    }                                                                            \\
+                }                                                                                \\
+                for (int h = 0; h < 2; h++) {                                                    \\
+                    Py_ssize_t c = h ? c1 : c0;                                                  \\
+                    if (h && c1 == c0) break;                                                    \\
+                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                        VT s = h ? s1[v] : s0[v];                                                \\
+                        VT a = cn[c] - (s + s);                                                  \\
+                        VI lt = (VI)(a < b1[v]);                                                 \\
+                        VI lt2 = (VI)(a < b2[v]);                                                \\
+                        VT nb2 = FASTFC_SEL(VT, VI, lt2, a, b2[v]);                              \\
+                        b2[v] = FASTFC_SEL(VT, VI, lt, b1[v], nb2);                              \\
+                        b1[v] = FASTFC_SEL(VT, VI, lt, a, b1[v]);                                \\
+                        a1[v] = (a1[v] & ~lt) | (lt & (IT)c);                                    \\
+                    }                                                                            \\
+                }                                                                                \\
+            }                                                                                    \\
+            /* decided rows: S' = 2 (||x||^2 + max ||c||^2) >= (||x|| + max ||c||)^2 (no square root), */\\
+            /* below overflow, and second smallest > smallest + coef S' + tiny (NaN: not decided) */\\
+            IT dm[RB], ao[RB];                                                                   \\
+            for (int v = 0; v < FASTFC_NV; v++) {                                                \\
+                VT q = x2[v] + cm2;                                                              \\
+                VT sl = cf * q + tn;                                                             \\
+                VI dec = (VI)(q < big) & (VI)(b2[v] > b1[v] + sl);                               \\
+                memcpy(dm + v * L, &dec, sizeof(VI));                                            \\
+                memcpy(ao + v * L, &a1[v], sizeof(VI));                                          \\
+            }                                                                                    \\
+            for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
+                const T* x = xb + b * d;                                                         \\
+                if (dm[b]) {                                                                     \\
+                    labels[i0 + b] = (int)ao[b];                                                 \\
+                    if (mindist != NULL) mindist[i0 + b] = ONE(x, d, k, CT, (Py_ssize_t)ao[b]);  \\
+                } else {                                                                         \\
+                    T best;                                                                      \\
+                    labels[i0 + b] = ROW(x, d, k, CT, &best);                                    \\
+                    bad += !(best - best == 0);                                                  \\
+                    if (mindist != NULL) mindist[i0 + b] = best;                                 \\
+                }                                                                                \\
+            }                                                                                    \\
+        }                                                                                        \\
+        return bad;                                                                              \\
+    }                                                                                            \\
+    static Py_ssize_t NAME(const T* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const T* CT,     \\
+                           void* scratch, int* labels, T* mindist) {                              \\
+        if (fastfc_has_avx512_fma())                                                             \\
+            return NAME##_avx512(X, m, d, k, CT, scratch, labels, mindist);                      \\
+        return DIRECT(X, m, d, k, CT, CT, 0, scratch, labels, mindist);                          \\
+    }
+    static int fastfc_has_avx512_fma(void) {
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
+        static int known = -1;
+        if (known < 0) known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+        return known;
+    #else
+        return 0;
+    #endif
+    }
+    FASTFC_SCREEN(fastfc_screen_f64, fastfc_direct_f64, fastfc_exact_one_f64, fastfc_exact_row_f64, double,
+                  fastfc_v8d, fastfc_v8l, long long, 8, fastfc_transpose_f64, DBL_EPSILON, DBL_MIN, DBL_MAX)
+    FASTFC_SCREEN(fastfc_screen_f32, fastfc_direct_f32, fastfc_exact_one_f32, fastfc_exact_row_f32, float,
+                  fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32, FLT_EPSILON, FLT_MIN, FLT_MAX)
+    """
+    Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) noexcept nogil
+    Py_ssize_t fastfc_screen_scratch(Py_ssize_t d, Py_ssize_t k) noexcept nogil
+    Py_ssize_t fastfc_screen_f64(const double* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* CT,
+                                 void* scratch, int* labels, double* mindist) noexcept nogil
+    Py_ssize_t fastfc_screen_f32(const float* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const float* CT,
+                                 void* scratch, int* labels, float* mindist) noexcept nogil
+    Py_ssize_t fastfc_direct_f64(const double* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* CT,
+                           const double* WT, int weighted, void* scratch, int* labels,
+                           double* mindist) noexcept nogil
+    Py_ssize_t fastfc_direct_f32(const float* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const float* CT,
+                           const float* WT, int weighted, void* scratch, int* labels,
+                           float* mindist) noexcept nogil
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
-cdef void _nearest_direct(
+cdef Py_ssize_t _nearest_direct(
     const floating* X,
     Py_ssize_t m,
     Py_ssize_t d,
@@ -91,49 +431,42 @@ cdef void _nearest_direct(
     const floating* CT,
     const floating* WT,
     bint weighted,
-    floating* acc,
+    void* scratch,
     int* labels,
     floating* mindist,
 ) noexcept nogil:
     """Nearest prototype of ``m`` contiguous rows ``X`` (row stride ``d``), directly.
 
     ``CT``/``WT``: (d, k) C-contiguous prototypes/weights, transposed (``WT`` is read
-    only when ``weighted``); ``acc``: k scratch values; writes ``labels[0:m]`` and
-    ``mindist[0:m]``. Every distance is summed over features in the order 0 .. d-1.
+    only when ``weighted``); ``scratch``: ``fastfc_direct_scratch(d)`` bytes; writes
+    ``labels[0:m]`` and ``mindist[0:m]`` (``mindist`` may be NULL: not written); returns the
+    number of rows whose distance is NaN or infinite. Every distance is summed over features in the
+    order 0 .. d-1 (``acc = acc + t * t``, ``acc + w * (t * t)`` when weighted, from 0 in
+    the dtype of ``X``), several rows at a time in the lanes of vectors (``FASTFC_DIRECT``);
+    ties go to the lowest index.
     """
-    cdef Py_ssize_t i, j, c
-    cdef const floating* row
-    cdef const floating* cj
-    cdef const floating* wj
-    cdef floating xj, t, best
-    cdef int arg
-    for i in range(m):
-        row = X + i * d
-        for c in range(k):
-            acc[c] = 0
-        if weighted:
-            for j in range(d):
-                xj = row[j]
-                cj = CT + j * k
-                wj = WT + j * k
-                for c in range(k):
-                    t = xj - cj[c]
-                    acc[c] = acc[c] + wj[c] * (t * t)
-        else:
-            for j in range(d):
-                xj = row[j]
-                cj = CT + j * k
-                for c in range(k):
-                    t = xj - cj[c]
-                    acc[c] = acc[c] + t * t
-        best = acc[0]
-        arg = 0
-        for c in range(1, k):
-            if acc[c] < best:
-                best = acc[c]
-                arg = <int>c
-        labels[i] = arg
-        mindist[i] = best
+    if floating is double:
+        return fastfc_direct_f64(X, m, d, k, CT, WT, weighted, scratch, labels, mindist)
+    else:
+        return fastfc_direct_f32(X, m, d, k, CT, WT, weighted, scratch, labels, mindist)
+
+
+cdef inline Py_ssize_t _nearest_screen(
+    const floating* X,
+    Py_ssize_t m,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    const floating* CT,
+    void* scratch,
+    int* labels,
+    floating* mindist,
+) noexcept nogil:
+    """:func:`_nearest_direct` (unweighted) through the FMA screen (``FASTFC_SCREEN``): the same
+    labels, distances and count; ``scratch``: ``fastfc_screen_scratch(d, k)`` bytes."""
+    if floating is double:
+        return fastfc_screen_f64(X, m, d, k, CT, scratch, labels, mindist)
+    else:
+        return fastfc_screen_f32(X, m, d, k, CT, scratch, labels, mindist)
 
 
 @cython.boundscheck(False)
@@ -148,6 +481,7 @@ def assign_nearest_kernel(
     floating[::1] mindist,
     int n_threads=1,
     Py_ssize_t chunk_size=1024,
+    bint screen=False,
 ):
     """Fill ``labels`` (int32, shape (n,)) and ``mindist`` (shape (n,)).
 
@@ -159,48 +493,71 @@ def assign_nearest_kernel(
         (d, k) array, e.g. ``CT``)
     weighted : bool
     labels : (n,) int32 output
-    mindist : (n,) output, dtype of X
+    mindist : (n,) output, dtype of X, or None (distances not written)
     n_threads : int
         OpenMP threads (ignored in a serial build).
     chunk_size : int
         Rows per chunk.
+    screen : bool
+        Unweighted only: decide most rows with an FMA screen (``FASTFC_SCREEN``, on CPUs with
+        AVX-512 and FMA; elsewhere ignored) and the others, and every distance, with the plain
+        loop: the same labels and distances, fewer operations for many features.
+
+    Returns
+    -------
+    n_bad : int
+        Rows whose distance is NaN or infinite (a row with NaN or infinity) or whose label
+        is -1 (a chunk's scratch could not be allocated): 0 when all is well.
     """
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = CT.shape[0]
     cdef Py_ssize_t k = CT.shape[1]
     cdef Py_ssize_t n_chunks, ch, start, stop, r
-    cdef floating* acc
+    cdef Py_ssize_t bad = 0
+    cdef void* acc
+    cdef floating* md = NULL
     if n == 0:
-        return
+        return 0
+    if mindist is not None:
+        md = &mindist[0]
     if chunk_size < 1:
         chunk_size = 1
     n_chunks = (n + chunk_size - 1) // chunk_size
     n_threads = _threads_for(n_threads, n_chunks)
+    screen = screen and not weighted
     if n_threads == 1:
-        acc = <floating*>malloc(k * sizeof(floating))
+        acc = malloc(fastfc_screen_scratch(d, k))
         if acc == NULL:
             raise MemoryError()
         try:
             with nogil:
-                _nearest_direct(&X[0, 0], n, d, k, &CT[0, 0], &WT[0, 0], weighted, acc, &labels[0], &mindist[0])
+                if screen:
+                    bad = _nearest_screen(&X[0, 0], n, d, k, &CT[0, 0], acc, &labels[0], md)
+                else:
+                    bad = _nearest_direct(&X[0, 0], n, d, k, &CT[0, 0], &WT[0, 0], weighted, acc, &labels[0], md)
         finally:
             free(acc)
-        return
+        return bad
     for ch in prange(n_chunks, schedule="static", nogil=True, num_threads=n_threads):
         start = ch * chunk_size
         stop = start + chunk_size
         if stop > n:
             stop = n
-        # one small private accumulator per chunk (k values)
-        acc = <floating*>malloc(k * sizeof(floating))
+        # one small private scratch per chunk (a transposed block of rows)
+        acc = malloc(fastfc_screen_scratch(d, k))
         if acc == NULL:
             # the caller sees -1 and raises MemoryError
             for r in range(start, stop):
                 labels[r] = -1
+            bad += stop - start
+        elif screen:
+            bad += _nearest_screen(&X[start, 0], stop - start, d, k, &CT[0, 0], acc, &labels[start],
+                                   NULL if md == NULL else md + start)
         else:
-            _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
-                            &labels[start], &mindist[start])
+            bad += _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
+                                   &labels[start], NULL if md == NULL else md + start)
             free(acc)
+    return bad
 
 
 @cython.boundscheck(False)
@@ -742,180 +1099,14 @@ cdef bint _alloc_work(LloydWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k
     """Allocate one block's work buffers (sizes + 1 so that none is 0); False on failure."""
     W.buf = <double*>malloc((chunk * d + 1) * sizeof(double))
     W.buf32 = <float*>malloc(((chunk * d if path == 2 else 0) + 1) * sizeof(float))
-    W.G = <double*>malloc(((chunk * k if path > 0 else k) + 1) * sizeof(double))
+    W.G = <double*>malloc((chunk * k if path > 0 else fastfc_direct_scratch(d) // sizeof(double)) * sizeof(double)
+                          + sizeof(double))
     W.G32 = <float*>malloc(((chunk * k if path == 2 else 0) + 1) * sizeof(float))
     W.pidx = <int*>malloc(((chunk * k if path > 0 else 0) + 1) * sizeof(int))
     W.lab = <int*>malloc(chunk * sizeof(int))
     W.dist = <double*>malloc(chunk * sizeof(double))
     return not (W.buf == NULL or W.buf32 == NULL or W.G == NULL or W.G32 == NULL or W.pidx == NULL
                 or W.lab == NULL or W.dist == NULL)
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-@cython.cdivision(True)
-def lloyd_stats_kernel(
-    const rowfloat[:, :] X,
-    const double[:, ::1] C,
-    const double[:, ::1] CT,
-    const double[::1] cn,
-    double cmax,
-    const double[::1] mu,
-    double mu_norm,
-    const float[:, ::1] Cs32,
-    const double[::1] cns,
-    double cmaxs,
-    const double[::1] w,
-    bint weighted,
-    int path,
-    long long[::1] counts,
-    double[:, ::1] sums,
-    double[::1] inertia,
-    Py_ssize_t n_blocks,
-    int n_threads=1,
-    Py_ssize_t chunk_size=256,
-):
-    """Per-cluster counts, raw sums and inertia of the rows of ``X``, fused with the assignment.
-
-    Rows are cut into ``B = n_blocks`` blocks of whole chunks (block ``b`` holds chunks
-    ``b * n_chunks // B`` to ``(b + 1) * n_chunks // B``); each block accumulates its rows
-    in order into its own partial; the partials are then added in block order. Threads
-    only change which thread computes which block, so results do not depend on them.
-
-    Parameters
-    ----------
-    X : (n, d) float32/float64, any strides
-    C : (k, d) C-contiguous float64 prototypes (multiplied by ``w`` when weighted)
-    CT : (d, k) C-contiguous, ``C`` transposed (the direct loop's layout)
-    cn : (k,) squared norms of ``C`` (screens)
-    cmax : float
-        An upper bound of the norms of ``C`` (screens).
-    mu : (d,) a centre of the prototypes (float32 screen)
-    mu_norm : float
-        An upper bound of ``||mu||`` (float32 screen).
-    Cs32 : (k, d) float32, ``C - mu`` rounded to float32 (float32 screen)
-    cns : (k,) float64 squared norms of ``C - mu`` (float32 screen)
-    cmaxs : float
-        An upper bound of the norms of ``C - mu`` (float32 screen).
-    w : (d,) feature weights (read only when ``weighted``)
-    weighted : bool
-    path : int
-        0: direct loop; 1: float64 BLAS screen; 2: float32 BLAS screen (float64 for
-        chunks whose magnitudes could overflow float32). All give the same labels.
-    counts, sums, inertia : (k,), (k, d), (k,) zeroed outputs
-    n_blocks : int
-        Blocks (partial statistics), a function of the shape only.
-    n_threads : int
-        OpenMP threads (ignored in a serial build). BLAS must be single-threaded.
-    chunk_size : int
-        Rows per chunk.
-
-    Returns
-    -------
-    ok : bool
-        False when a work buffer could not be allocated (outputs then invalid).
-    """
-    cdef Py_ssize_t n = X.shape[0]
-    cdef Py_ssize_t d = C.shape[1]
-    cdef Py_ssize_t k = C.shape[0]
-    cdef Py_ssize_t B = n_blocks
-    cdef Py_ssize_t n_chunks, b, c, j, lo, hi
-    cdef bint direct_rows
-    cdef int failed = 0
-    cdef LloydProblem P
-    cdef LloydWork* Wp = NULL
-    cdef bint ok_work
-    cdef char* block_failed
-    cdef long long* counts_part
-    cdef double* sums_part
-    cdef double* inertia_part
-    if n == 0 or B < 1:
-        return True
-    if chunk_size < 1:
-        chunk_size = 1
-    P.C = &C[0, 0]
-    P.CT = &CT[0, 0]
-    P.cn = &cn[0]
-    P.cmax = cmax
-    P.mu = &mu[0]
-    P.mu_norm = mu_norm
-    P.Cs32 = &Cs32[0, 0]
-    P.cns = &cns[0]
-    P.cmaxs = cmaxs
-    P.w = &w[0]
-    P.d = d
-    P.k = k
-    P.weighted = weighted
-    P.path = path
-    n_chunks = (n + chunk_size - 1) // chunk_size
-    direct_rows = (rowfloat is double and not weighted and d > 0
-                   and X.strides[1] == sizeof(double) and X.strides[0] == d * <Py_ssize_t>sizeof(double))
-    counts_part = <long long*>calloc(B * k, sizeof(long long))
-    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
-    inertia_part = <double*>calloc(B * k, sizeof(double))
-    if counts_part == NULL or sums_part == NULL or inertia_part == NULL:
-        free(counts_part)
-        free(sums_part)
-        free(inertia_part)
-        return False
-    n_threads = _threads_for(n_threads, B)
-    block_failed = <char*>calloc(B, sizeof(char))
-    if block_failed == NULL:
-        free(counts_part)
-        free(sums_part)
-        free(inertia_part)
-        return False
-    if n_threads == 1:
-        # one set of work buffers for all blocks, no OpenMP region
-        Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
-        if Wp == NULL or not _alloc_work(Wp, chunk_size, d, k, path):
-            failed = 1
-        else:
-            with nogil:
-                for b in range(B):
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
-        if Wp != NULL:
-            _free_work(Wp)
-            free(Wp)
-    else:
-        with nogil, parallel(num_threads=n_threads):
-            # one set of work buffers per thread (pointers assigned in the block are thread-private)
-            Wp = <LloydWork*>calloc(1, sizeof(LloydWork))
-            ok_work = Wp != NULL and _alloc_work(Wp, chunk_size, d, k, path)
-            for b in prange(B, schedule="dynamic"):
-                if ok_work:
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _lloyd_block(X, lo, hi, &P, direct_rows, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, inertia_part + b * k)
-                else:
-                    block_failed[b] = 1
-            if Wp != NULL:
-                _free_work(Wp)
-                free(Wp)
-        for b in range(B):
-            if block_failed[b]:
-                failed = 1
-    free(block_failed)
-    if not failed:
-        with nogil:
-            for b in range(B):
-                for c in range(k):
-                    counts[c] += counts_part[b * k + c]
-                    inertia[c] += inertia_part[b * k + c]
-                    for j in range(d):
-                        sums[c, j] += sums_part[(b * k + c) * d + j]
-    free(counts_part)
-    free(sums_part)
-    free(inertia_part)
-    return not failed
 
 
 # --------------------------------------------------------------------------------------
@@ -1223,6 +1414,255 @@ cdef bint _alloc_round_work(RoundWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssi
                 or W.sq == NULL or W.lab == NULL)
 
 
+# --------------------------------------------------------------------------------------
+# The chunk/block driver shared by lloyd_stats_kernel and lloyd_round_kernel
+# --------------------------------------------------------------------------------------
+
+#: which block function the driver runs: lloyd_stats_kernel's (exact distances) or lloyd_round_kernel's
+cdef enum:
+    _STATS = 0
+    _ROUND = 1
+
+
+cdef void _del_work(int kind, void* W) noexcept nogil:
+    """Free one block's work buffers made by :func:`_new_work` (NULL allowed)."""
+    if W == NULL:
+        return
+    if kind == _STATS:
+        _free_work(<LloydWork*>W)
+    else:
+        _free_round_work(<RoundWork*>W)
+    free(W)
+
+
+cdef void* _new_work(int kind, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k, int path) noexcept nogil:
+    """One block's work buffers (a ``LloydWork`` or a ``RoundWork``); NULL on failure."""
+    cdef void* W
+    cdef bint ok
+    if kind == _STATS:
+        W = calloc(1, sizeof(LloydWork))
+        ok = W != NULL and _alloc_work(<LloydWork*>W, chunk, d, k, path)
+    else:
+        W = calloc(1, sizeof(RoundWork))
+        ok = W != NULL and _alloc_round_work(<RoundWork*>W, chunk, d, k)
+    if not ok:
+        _del_work(kind, W)
+        return NULL
+    return W
+
+
+@cython.cdivision(True)
+cdef inline void _one_block(
+    int kind,
+    const rowfloat[:, :] X,
+    Py_ssize_t b,
+    Py_ssize_t B,
+    Py_ssize_t chunk_size,
+    void* P,
+    bint rows_in_place,
+    void* W,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    long long* counts_part,
+    double* sums_part,
+    double* extra_part,
+) noexcept nogil:
+    """Block ``b`` of ``B`` (chunks ``b * n_chunks // B`` to ``(b + 1) * n_chunks // B``) into its partials."""
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t n_chunks = (n + chunk_size - 1) // chunk_size
+    cdef Py_ssize_t lo = (b * n_chunks // B) * chunk_size
+    cdef Py_ssize_t hi = ((b + 1) * n_chunks // B) * chunk_size
+    if hi > n:
+        hi = n
+    if kind == _STATS:
+        _lloyd_block(X, lo, hi, <LloydProblem*>P, rows_in_place, chunk_size, <LloydWork*>W,
+                     counts_part + b * k, sums_part + b * k * d, extra_part + b * k)
+    else:
+        _round_block(X, lo, hi, <RoundProblem*>P, rows_in_place, chunk_size, <RoundWork*>W,
+                     counts_part + b * k, sums_part + b * k * d, extra_part + b * k)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef bint _blocked_stats(
+    int kind,
+    const rowfloat[:, :] X,
+    void* P,
+    bint rows_in_place,
+    int path,
+    Py_ssize_t d,
+    Py_ssize_t k,
+    long long[::1] counts,
+    double[:, ::1] sums,
+    double[::1] extra,
+    Py_ssize_t n_blocks,
+    int n_threads,
+    Py_ssize_t chunk_size,
+):
+    """Counts, raw sums and a per-cluster ``extra`` (inertia or squared norms) of all rows, block by block.
+
+    Rows are cut into ``B = n_blocks`` blocks of whole chunks; each block accumulates its rows
+    in order (through the ``kind``'s block function, :func:`_lloyd_block` or :func:`_round_block`)
+    into its own partials, which are then added in block order. Threads only change which
+    thread computes which block, so results do not depend on them. Returns False when a work
+    buffer could not be allocated (outputs then invalid).
+    """
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t B = n_blocks
+    cdef Py_ssize_t b, c, j
+    cdef int failed = 0
+    cdef void* Wp = NULL
+    cdef bint ok_work
+    cdef char* block_failed
+    cdef long long* counts_part
+    cdef double* sums_part
+    cdef double* extra_part
+    if n == 0 or B < 1:
+        return True
+    if chunk_size < 1:
+        chunk_size = 1
+    counts_part = <long long*>calloc(B * k, sizeof(long long))
+    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
+    extra_part = <double*>calloc(B * k, sizeof(double))
+    block_failed = <char*>calloc(B, sizeof(char))
+    if counts_part == NULL or sums_part == NULL or extra_part == NULL or block_failed == NULL:
+        free(counts_part)
+        free(sums_part)
+        free(extra_part)
+        free(block_failed)
+        return False
+    n_threads = _threads_for(n_threads, B)
+    if n_threads == 1:
+        # one set of work buffers for all blocks, no OpenMP region
+        Wp = _new_work(kind, chunk_size, d, k, path)
+        if Wp == NULL:
+            failed = 1
+        else:
+            with nogil:
+                for b in range(B):
+                    _one_block(kind, X, b, B, chunk_size, P, rows_in_place, Wp, d, k,
+                               counts_part, sums_part, extra_part)
+            _del_work(kind, Wp)
+    else:
+        with nogil, parallel(num_threads=n_threads):
+            # one set of work buffers per thread (pointers assigned in the block are thread-private)
+            Wp = _new_work(kind, chunk_size, d, k, path)
+            ok_work = Wp != NULL
+            for b in prange(B, schedule="dynamic"):
+                if ok_work:
+                    _one_block(kind, X, b, B, chunk_size, P, rows_in_place, Wp, d, k,
+                               counts_part, sums_part, extra_part)
+                else:
+                    block_failed[b] = 1
+            _del_work(kind, Wp)
+        for b in range(B):
+            if block_failed[b]:
+                failed = 1
+    free(block_failed)
+    if not failed:
+        with nogil:
+            for b in range(B):
+                for c in range(k):
+                    counts[c] += counts_part[b * k + c]
+                    extra[c] += extra_part[b * k + c]
+                    for j in range(d):
+                        sums[c, j] += sums_part[(b * k + c) * d + j]
+    free(counts_part)
+    free(sums_part)
+    free(extra_part)
+    return not failed
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def lloyd_stats_kernel(
+    const rowfloat[:, :] X,
+    const double[:, ::1] C,
+    const double[:, ::1] CT,
+    const double[::1] cn,
+    double cmax,
+    const double[::1] mu,
+    double mu_norm,
+    const float[:, ::1] Cs32,
+    const double[::1] cns,
+    double cmaxs,
+    const double[::1] w,
+    bint weighted,
+    int path,
+    long long[::1] counts,
+    double[:, ::1] sums,
+    double[::1] inertia,
+    Py_ssize_t n_blocks,
+    int n_threads=1,
+    Py_ssize_t chunk_size=256,
+):
+    """Per-cluster counts, raw sums and inertia of the rows of ``X``, fused with the assignment.
+
+    Rows are cut into ``B = n_blocks`` blocks of whole chunks (block ``b`` holds chunks
+    ``b * n_chunks // B`` to ``(b + 1) * n_chunks // B``); each block accumulates its rows
+    in order into its own partial; the partials are then added in block order. Threads
+    only change which thread computes which block, so results do not depend on them.
+
+    Parameters
+    ----------
+    X : (n, d) float32/float64, any strides
+    C : (k, d) C-contiguous float64 prototypes (multiplied by ``w`` when weighted)
+    CT : (d, k) C-contiguous, ``C`` transposed (the direct loop's layout)
+    cn : (k,) squared norms of ``C`` (screens)
+    cmax : float
+        An upper bound of the norms of ``C`` (screens).
+    mu : (d,) a centre of the prototypes (float32 screen)
+    mu_norm : float
+        An upper bound of ``||mu||`` (float32 screen).
+    Cs32 : (k, d) float32, ``C - mu`` rounded to float32 (float32 screen)
+    cns : (k,) float64 squared norms of ``C - mu`` (float32 screen)
+    cmaxs : float
+        An upper bound of the norms of ``C - mu`` (float32 screen).
+    w : (d,) feature weights (read only when ``weighted``)
+    weighted : bool
+    path : int
+        0: direct loop; 1: float64 BLAS screen; 2: float32 BLAS screen (float64 for
+        chunks whose magnitudes could overflow float32). All give the same labels.
+    counts, sums, inertia : (k,), (k, d), (k,) zeroed outputs
+    n_blocks : int
+        Blocks (partial statistics), a function of the shape only.
+    n_threads : int
+        OpenMP threads (ignored in a serial build). BLAS must be single-threaded.
+    chunk_size : int
+        Rows per chunk.
+
+    Returns
+    -------
+    ok : bool
+        False when a work buffer could not be allocated (outputs then invalid).
+    """
+    cdef Py_ssize_t d = C.shape[1]
+    cdef Py_ssize_t k = C.shape[0]
+    cdef LloydProblem P
+    cdef bint direct_rows
+    P.C = &C[0, 0]
+    P.CT = &CT[0, 0]
+    P.cn = &cn[0]
+    P.cmax = cmax
+    P.mu = &mu[0]
+    P.mu_norm = mu_norm
+    P.Cs32 = &Cs32[0, 0]
+    P.cns = &cns[0]
+    P.cmaxs = cmaxs
+    P.w = &w[0]
+    P.d = d
+    P.k = k
+    P.weighted = weighted
+    P.path = path
+    # unweighted C-contiguous float64 rows are labelled in place
+    direct_rows = (rowfloat is double and not weighted and d > 0
+                   and X.strides[1] == sizeof(double) and X.strides[0] == d * <Py_ssize_t>sizeof(double))
+    return _blocked_stats(_STATS, X, <void*>&P, direct_rows, path, d, k, counts, sums, inertia, n_blocks, n_threads,
+                          chunk_size)
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
@@ -1287,24 +1727,10 @@ def lloyd_round_kernel(
     ok : bool
         False when a work buffer could not be allocated (outputs then invalid).
     """
-    cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = C.shape[1]
     cdef Py_ssize_t k = C.shape[0]
-    cdef Py_ssize_t B = n_blocks
-    cdef Py_ssize_t n_chunks, b, c, j, lo, hi
-    cdef bint rows_in_place
-    cdef int failed = 0
     cdef RoundProblem P
-    cdef RoundWork* Wp = NULL
-    cdef bint ok_work
-    cdef char* block_failed
-    cdef long long* counts_part
-    cdef double* sums_part
-    cdef double* q_part
-    if n == 0 or B < 1:
-        return True
-    if chunk_size < 1:
-        chunk_size = 1
+    cdef bint rows_in_place
     P.C = &C[0, 0]
     P.B64 = &B64[0, 0]
     P.e64 = &e64[0]
@@ -1319,66 +1745,8 @@ def lloyd_round_kernel(
     P.k = k
     P.weighted = weighted
     P.path = path
-    n_chunks = (n + chunk_size - 1) // chunk_size
+    # C-contiguous rows are screened in place (else copied chunk by chunk)
     rows_in_place = (d > 0 and X.strides[1] == sizeof(rowfloat)
                      and X.strides[0] == d * <Py_ssize_t>sizeof(rowfloat))
-    counts_part = <long long*>calloc(B * k, sizeof(long long))
-    sums_part = <double*>calloc(B * k * d + 1, sizeof(double))
-    q_part = <double*>calloc(B * k, sizeof(double))
-    block_failed = <char*>calloc(B, sizeof(char))
-    if counts_part == NULL or sums_part == NULL or q_part == NULL or block_failed == NULL:
-        free(counts_part)
-        free(sums_part)
-        free(q_part)
-        free(block_failed)
-        return False
-    n_threads = _threads_for(n_threads, B)
-    if n_threads == 1:
-        Wp = <RoundWork*>calloc(1, sizeof(RoundWork))
-        if Wp == NULL or not _alloc_round_work(Wp, chunk_size, d, k):
-            failed = 1
-        else:
-            with nogil:
-                for b in range(B):
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _round_block(X, lo, hi, &P, rows_in_place, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, q_part + b * k)
-        if Wp != NULL:
-            _free_round_work(Wp)
-            free(Wp)
-    else:
-        with nogil, parallel(num_threads=n_threads):
-            Wp = <RoundWork*>calloc(1, sizeof(RoundWork))
-            ok_work = Wp != NULL and _alloc_round_work(Wp, chunk_size, d, k)
-            for b in prange(B, schedule="dynamic"):
-                if ok_work:
-                    lo = (b * n_chunks // B) * chunk_size
-                    hi = ((b + 1) * n_chunks // B) * chunk_size
-                    if hi > n:
-                        hi = n
-                    _round_block(X, lo, hi, &P, rows_in_place, chunk_size, Wp,
-                                 counts_part + b * k, sums_part + b * k * d, q_part + b * k)
-                else:
-                    block_failed[b] = 1
-            if Wp != NULL:
-                _free_round_work(Wp)
-                free(Wp)
-        for b in range(B):
-            if block_failed[b]:
-                failed = 1
-    free(block_failed)
-    if not failed:
-        with nogil:
-            for b in range(B):
-                for c in range(k):
-                    counts[c] += counts_part[b * k + c]
-                    qsum[c] += q_part[b * k + c]
-                    for j in range(d):
-                        sums[c, j] += sums_part[(b * k + c) * d + j]
-    free(counts_part)
-    free(sums_part)
-    free(q_part)
-    return not failed
+    return _blocked_stats(_ROUND, X, <void*>&P, rows_in_place, path, d, k, counts, sums, qsum, n_blocks, n_threads,
+                          chunk_size)
