@@ -15,11 +15,11 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNELS = ["_assign", "_kstar", "_seed", "_sklloyd"]
+KERNELS = ["_assign", "_kstar", "_seed", "_sklloyd", "_ward"]
 
 #: kernels whose roundings must follow another library's exactly: no fused multiply-add contraction
-#: (``_sklloyd`` reproduces scikit-learn's Lloyd bit for bit)
-NO_CONTRACTION = {"_sklloyd"}
+#: (``_sklloyd`` reproduces scikit-learn's Lloyd bit for bit, ``_ward`` SciPy's Ward linkage)
+NO_CONTRACTION = {"_sklloyd", "_ward"}
 
 
 def _compiler_has_openmp(cc: str) -> bool:
