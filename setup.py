@@ -15,11 +15,12 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNELS = ["_assign", "_kstar", "_seed", "_sklloyd"]
+KERNELS = ["_assign", "_kstar", "_seed", "_sklloyd", "_ward"]
 
 #: kernels whose roundings must be fixed: no fused multiply-add contraction (``_sklloyd`` reproduces
-#: scikit-learn's Lloyd bit for bit; ``_assign`` has AVX-512/AVX2 clones that must give the baseline's bits)
-NO_CONTRACTION = {"_sklloyd", "_assign"}
+#: scikit-learn's Lloyd bit for bit, ``_ward`` SciPy's Ward linkage; ``_assign`` has AVX-512/AVX2 clones that
+#: must give the baseline's bits)
+NO_CONTRACTION = {"_sklloyd", "_ward", "_assign"}
 
 
 def _compiler_has_openmp(cc: str) -> bool:

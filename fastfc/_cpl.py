@@ -397,7 +397,9 @@ def mcpl(
     levels: list[np.ndarray] = []
     prev_obj = None
     for stage in range(1, max_stages + 1):
-        res = cpl(C, k, eta=eta, max_passes=max_passes, seeds=draw_seeds(n_s, k), semantics=semantics)
+        # the objective is read only by GOLD's rule (tol): Fed-HIRE's stages skip computing it
+        res = cpl(C, k, eta=eta, max_passes=max_passes, seeds=draw_seeds(n_s, k), semantics=semantics,
+                  objective=tol is not None)
         if res.n_clusters == k:
             if stage == 1:
                 levels.append(res.labels)

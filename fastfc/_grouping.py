@@ -8,6 +8,10 @@ weighted scatter in two at its weighted mean along its feature of largest weight
 A group holding points of two separated clusters has a large scatter along the axis that
 separates them, so it is cut before any compact group. No random numbers, no dependence on
 the thread count, O(n d log m).
+
+:func:`ward_cut` is ``scipy.cluster.hierarchy.cut_tree(linkage(points, "ward"), n_clusters)``
+with the same labels, in half the memory (the agglomeration overwrites the one condensed
+distance matrix instead of a copy of it) and without ``cut_tree``'s per-merge Python loop.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import heapq
 
 import numpy as np
 
-__all__ = ["variance_split_groups"]
+__all__ = ["variance_split_groups", "ward_cut"]
 
 
 def variance_split_groups(points: np.ndarray, weights: np.ndarray | None, max_groups: int) -> np.ndarray:
@@ -46,9 +50,11 @@ def variance_split_groups(points: np.ndarray, weights: np.ndarray | None, max_gr
 
     def scatter(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         w = w_all[idx]
-        P = Z[idx]
+        P = Z[idx]  # a copy: centred and squared in place (the values of (P - mu) ** 2, one buffer)
         mu = (w @ P) / w.sum()
-        return mu, w @ (P - mu) ** 2
+        P -= mu
+        np.multiply(P, P, out=P)
+        return mu, w @ P
 
     groups = [np.arange(n_pts)]
     stats = {0: scatter(groups[0])}  # (mean, per-feature scatter) of the groups still in the heap
@@ -76,3 +82,111 @@ def variance_split_groups(points: np.ndarray, weights: np.ndarray | None, max_gr
     for new_id, g_id in enumerate(order):
         labels[groups[g_id]] = new_id
     return labels
+
+
+def _label_merges(Z: np.ndarray, n: int) -> None:
+    """Renumber the slots of merges sorted by height into cluster ids, in place (``linkage``'s output).
+
+    Row ``r`` of ``Z`` gets the ids of the clusters it joins (leaves ``0..n-1``, the cluster of
+    row ``r`` is ``n + r``), the smaller first, and its size.
+    """
+    parent = np.arange(2 * n - 1)
+    size = np.ones(2 * n - 1, dtype=np.int64)
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:  # path compression
+            parent[x], x = root, parent[x]
+        return root
+
+    for r in range(n - 1):
+        a, b = find(int(Z[r, 0])), find(int(Z[r, 1]))
+        if a > b:
+            a, b = b, a
+        Z[r, 0], Z[r, 1] = a, b
+        parent[a] = parent[b] = n + r
+        size[n + r] = size[a] + size[b]
+        Z[r, 3] = size[n + r]
+
+
+def _cut_labels(Z: np.ndarray, n: int, n_clusters: int) -> np.ndarray | None:
+    """``cut_tree(Z, n_clusters=n_clusters)``'s labels from a linkage matrix, or None where they may differ.
+
+    ``cut_tree`` applies the merges in order of height, equal heights in the reverse of a
+    breadth-first walk from the root (right child first), and numbers the clusters of the cut
+    by their smallest member. When every merge it applies finds both its parts already formed
+    (always, unless a rounding makes a merge lower than one of its parts), that is the union of
+    those merges, numbered by smallest member, which is what this computes; otherwise None.
+    """
+    n_merge = n - n_clusters
+    bfs = np.empty(n - 1, dtype=np.int64)  # breadth-first position of each merge
+    queue = [2 * n - 2]
+    pos = 0
+    while pos < len(queue):
+        node = queue[pos]
+        bfs[node - n] = pos
+        pos += 1
+        for child in (int(Z[node - n, 1]), int(Z[node - n, 0])):
+            if child >= n:
+                queue.append(child)
+    order = np.lexsort((-bfs, Z[:, 2]))[:n_merge]
+    done = np.zeros(n - 1, dtype=bool)
+    parent = np.arange(2 * n - 1)
+    for r in order.tolist():
+        a, b = int(Z[r, 0]), int(Z[r, 1])
+        if (a >= n and not done[a - n]) or (b >= n and not done[b - n]):
+            return None
+        done[r] = True
+        parent[a] = parent[b] = n + r
+    root = parent
+    while True:  # pointer jumping to each leaf's top applied merge
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            break
+        root = nxt
+    _, first, inv = np.unique(root[:n], return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0])
+    return rank[inv.reshape(-1)]
+
+
+def ward_cut(points: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Labels of the Ward linkage of the points cut at ``n_clusters`` groups.
+
+    The same labels as ``cut_tree(linkage(points, method="ward"), n_clusters=n_clusters)``
+    (SciPy; ``reshape(-1)``), with one condensed distance matrix (``n (n - 1) / 2`` float64)
+    instead of two and an ``O(n log n)`` cut.
+
+    Parameters
+    ----------
+    points : ndarray of shape (n, n_features)
+        Finite values, at least 2 rows.
+    n_clusters : int
+        Groups of the cut, ``1 <= n_clusters``.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+        Groups numbered by their smallest point index.
+    """
+    from scipy.cluster.hierarchy import cut_tree, linkage
+    from scipy.spatial.distance import pdist
+
+    from ._kernels._ward import ward_chain
+
+    P = np.ascontiguousarray(points, dtype=np.float64)
+    n = P.shape[0]
+    if n < 2 or n_clusters >= n or not np.isfinite(P).all():  # SciPy's own answers and errors
+        return cut_tree(linkage(P, method="ward"), n_clusters=n_clusters).reshape(-1).astype(np.int64)
+    D = pdist(P)  # what linkage computes first, the same bits
+    Z = np.empty((n - 1, 4))
+    ward_chain(D, n, Z)
+    del D
+    Z = Z[np.argsort(Z[:, 2], kind="mergesort")]
+    _label_merges(Z, n)
+    labels = _cut_labels(Z, n, n_clusters)
+    if labels is None:
+        labels = cut_tree(Z, n_clusters=n_clusters).reshape(-1)
+    return labels.astype(np.int64)

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.cluster.hierarchy import cut_tree, linkage
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
-from ._grouping import variance_split_groups
+from ._grouping import variance_split_groups, ward_cut
 from ._state import ClientState
 from ._units import standardize_rows
 from ._warnings import warn_caller
@@ -314,8 +313,7 @@ def linkage_fusion(C: np.ndarray, n_clusters: int) -> np.ndarray:
         G /= np.bincount(base, minlength=m)[:, None]
     else:
         base, G = np.arange(n_s, dtype=np.int64), C
-    groups = cut_tree(linkage(G, method="ward"), n_clusters=n_clusters).reshape(-1)
-    return groups.astype(np.int64)[base]
+    return ward_cut(G, n_clusters)[base]
 
 
 def server_hierarchy(
@@ -403,6 +401,23 @@ def _server_view(C: np.ndarray, standardize: bool) -> np.ndarray:
             DegenerateFederationWarning,
         )
     return Cs
+
+
+def _has_distinct_rows(C: np.ndarray, k: int) -> bool:
+    """Whether ``C`` has at least ``k`` distinct rows (``np.unique(C, axis=0)``'s count ``>= k``).
+
+    Decided on a leading block of rows first (its distinct rows are distinct rows of ``C``), which
+    grows only while it falls short: with many uploads one small ``unique`` instead of a sort of
+    every centroid.
+    """
+    n = C.shape[0]
+    m = min(n, max(256, 8 * k))
+    while True:
+        if np.unique(C[:m], axis=0).shape[0] >= k:
+            return True
+        if m == n:
+            return False
+        m = min(n, 8 * m)
 
 
 def _degenerate_fusion(C: np.ndarray, n_clusters: int) -> tuple[np.ndarray, np.ndarray]:
@@ -703,9 +718,9 @@ class FedHIRE(BaseFederatedClusterer):
         Cs = _server_view(C, self._standardize())
         attempts = 1 + (self.max_retries if self.on_init_failure == "retry-server" else 0)
         fusion = self._fusion()
-        n_distinct = np.unique(Cs, axis=0).shape[0] if fusion == "linkage" else n_s
+        too_few = fusion == "linkage" and not _has_distinct_rows(Cs, self.n_clusters)
         for attempt in range(attempts):
-            if n_distinct < self.n_clusters:
+            if too_few:
                 labels, Z = _degenerate_fusion(Cs, self.n_clusters)
                 break
             try:
