@@ -292,9 +292,12 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         if labels.size and (labels.min() < 0 or labels.max() >= k):
             raise RuntimeError(f"one-shot labels outside 0..{k - 1}")  # a method's programming error
         centers = np.ascontiguousarray(broadcast.centers, dtype=np.float64)
-        counts, sums = label_sums(X, labels, centers)
+        # two independent one-thread passes (compiled, GIL released): beside each other when the client
+        # has two threads and the rows are many (the same values either way)
+        parts = [lambda: label_sums(X, labels, centers), lambda: _units.feature_moments(X)]
+        (counts, sums), stats = _units._run_parts(
+            lambda f: f(), parts, n_threads if X.size >= _units.SPLIT_MIN_ELEMENTS else 1)
         inertia = np.zeros(0)
-        stats = _units.feature_moments(X)
     return RefineStats(counts=np.asarray(counts, dtype=np.int64), sums=sums, inertia=inertia, feature_stats=stats,
                        n_features=d)
 

@@ -54,7 +54,9 @@ SPLIT_MIN_ELEMENTS = 1 << 18
 
 
 def _run_parts(fn, parts: list, n_jobs) -> list:
-    """``[fn(p) for p in parts]``, on up to ``n_jobs`` threads (NumPy releases the GIL), in order."""
+    """``[fn(p) for p in parts]``, on up to ``n_jobs`` threads (NumPy and the compiled kernels release
+    the GIL), in order: the calling thread runs the first part itself and up to ``n_jobs - 1`` pool
+    threads the others, so at most ``n_jobs`` threads work at once."""
     from ._parallel import effective_n_jobs
 
     n_workers = min(effective_n_jobs(n_jobs), len(parts))
@@ -62,13 +64,47 @@ def _run_parts(fn, parts: list, n_jobs) -> list:
         return [fn(p) for p in parts]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=n_workers) as ex:
-        return list(ex.map(fn, parts))
+    with ThreadPoolExecutor(max_workers=n_workers - 1) as ex:
+        rest = [ex.submit(fn, p) for p in parts[1:]]
+        first = fn(parts[0])
+        return [first] + [f.result() for f in rest]
 
 
 def _row_halves(n: int) -> list[slice]:
     """Two fixed row blocks of ``n`` rows (for elementwise work: any split gives the same values)."""
     return [slice(0, n // 2), slice(n // 2, n)]
+
+
+def col_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and population variance of a C-contiguous float64 ``X`` (n >= 1 rows) by the
+    compiled column pass (:func:`fastfc._kernels._cpl.col_moments`: the same bits as
+    ``X.mean(axis=0)``, ``X.var(axis=0)``).
+
+    One thread: the pass streams ``X`` at about memory bandwidth (10^5 x 50: 3 ms for two
+    passes over 40 MB), and keeping NumPy's order means every column is summed over all rows in
+    order, so threads could only split the columns, and each would still stream all of ``X``
+    (two column halves on two threads took longer than one pass; issue 15).
+    """
+    from ._kernels._cpl import col_moments as kernel
+
+    mean = np.empty(X.shape[1])
+    var = np.empty(X.shape[1])
+    kernel(X, mean, var)
+    return mean, var
+
+
+def shift_scale_threads(X: np.ndarray, mean: np.ndarray, scale: np.ndarray, n_jobs=1) -> np.ndarray:
+    """``(X - mean) / scale`` (a new C-contiguous float64 array) by the compiled elementwise pass
+    (:func:`fastfc._kernels._cpl.shift_scale_rows`, NumPy's values), its two fixed row halves on
+    up to two threads (``n_jobs``) for an ``X`` of at least :data:`SPLIT_MIN_ELEMENTS` values
+    (elementwise: the same values for any split)."""
+    from ._kernels._cpl import shift_scale_rows
+
+    Z = np.empty(X.shape)
+    # row blocks of C-contiguous arrays are C-contiguous: the kernel's one compiled specialisation
+    halves = _row_halves(X.shape[0]) if X.size >= SPLIT_MIN_ELEMENTS else [slice(None)]
+    _run_parts(lambda sl: shift_scale_rows(X[sl], mean, scale, Z[sl]), halves, n_jobs)
+    return Z
 
 
 def _moments_of(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,12 +141,7 @@ def feature_moments(X: np.ndarray, n_jobs=1) -> np.ndarray:
     if not n:
         return np.vstack([np.zeros(d), np.zeros(d), np.zeros(d)])
     if n * d >= SPLIT_MIN_ELEMENTS and d >= 4:  # (fewer columns: NumPy may sum a column pairwise)
-        from ._kernels._cpl import col_moments
-
-        X = np.ascontiguousarray(X)
-        mean = np.empty(d)
-        var = np.empty(d)
-        col_moments(X, mean, var)
+        mean, var = col_moments(np.ascontiguousarray(X))
     else:
         mean, var = _moments_of(X)
     return np.vstack([np.full(d, float(n)), mean, var])
@@ -202,7 +233,7 @@ class FeatureScaler:
         return self.shift + np.asarray(Z, dtype=np.float64) * self.scale
 
 
-def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-feature standardisation ``(X - mean) / scale`` with ``scale = bandwidth * std``.
 
     The clients' local standardisation of FedHIRE/GOLD (CPL's kernel width in local standard
@@ -218,6 +249,9 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray,
     X : ndarray of shape (n_samples, n_features)
     bandwidth : float, default=1.0
         Multiplies the population standard deviation.
+    n_jobs : int or None, default=1
+        Threads of the shift of a large ``X`` (two fixed row halves, :func:`shift_scale_threads`;
+        the moments are one memory-bound pass, :func:`col_moments`); the result does not depend on it.
 
     Returns
     -------
@@ -230,12 +264,8 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray,
     X = np.asarray(X, dtype=np.float64)
     large = X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS
     if large:
-        from ._kernels._cpl import col_moments
-
         X = np.ascontiguousarray(X)
-        mean = np.empty(X.shape[1])
-        var = np.empty(X.shape[1])
-        col_moments(X, mean, var)
+        mean, var = col_moments(X)
         std = np.sqrt(var)
     else:
         mean = X.mean(axis=0)
@@ -243,11 +273,7 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0) -> tuple[np.ndarray,
     ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
     scale = np.where(ok, bandwidth * np.where(ok, std, 1.0), 1.0)
     if large:
-        from ._kernels._cpl import shift_scale_rows
-
-        Z = np.empty(X.shape)
-        shift_scale_rows(X, mean, scale, Z)
-        return Z, mean, scale
+        return shift_scale_threads(X, mean, scale, n_jobs), mean, scale
     Z = X - mean
     Z /= scale  # in place: the same values as (X - mean) / scale, one temporary
     return np.ascontiguousarray(Z), mean, scale

@@ -236,7 +236,7 @@ def fcpl_client(
     if not standardize:
         return cpl(X, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
                    n_threads=n_threads, objective=objective)
-    Xs, mean, scale = standardize_rows(X, _CLIENT_BANDWIDTH)
+    Xs, mean, scale = standardize_rows(X, _CLIENT_BANDWIDTH, n_jobs=n_threads)
     res = cpl(Xs, k, eta=eta, max_passes=max_passes, seeds=seeds, semantics=semantics, keep_singletons=robust and n < _KEEP_SINGLETONS_BELOW,
               n_threads=n_threads, objective=objective)
     return res._replace(centers=np.ascontiguousarray(res.centers * scale + mean))

@@ -1011,10 +1011,10 @@ class KFed(BaseFederatedClusterer):
                                                     n_init=self.local_n_init)
             return KFedSummary(centers=centers, n_features=X.shape[1]), {"labels": labels}
         # federated units (the default): large clients run the same steps on their threads (issue 15)
-        scaler, stats = _units.local_scaler(X)
+        scaler, stats = _units.local_scaler(X, n_threads)
         m = _lk.subsample_size(X.shape[0], k_local)  # large clients: the starts on a subsample (issue 15)
         if m is not None or _lk.use_threaded_engine(*X.shape):
-            centers, labels = local_awasthi_sheffet(scaler.transform(X), k_local, rng, max_iter=self.max_iter,
+            centers, labels = local_awasthi_sheffet(scaler.transform(X, n_jobs=n_threads), k_local, rng, max_iter=self.max_iter,
                                                     tol=self.tol, n_init=self.local_n_init,
                                                     engine="threads", n_threads=n_threads, subsample=m,
                                                     # the standardised rows' mean variance, from the moments

@@ -417,8 +417,9 @@ def test_block_lists_hold_the_largest_bounds(d):
 @pytest.mark.parametrize("semantics", ["robust", "reference"])
 @pytest.mark.parametrize("d", [7, 10, 16, 30])
 def test_cpl_is_bit_identical_on_two_threads(semantics, d):
-    """n_threads=2 (distances computed a block ahead, feature statistics split by feature,
-    columns sorted in threads) gives the very same run as n_threads=1."""
+    """n_threads=2 (distances computed a block ahead -- for d >= _HINT_MAX_D; below, the sequential
+    hinted pass on both --, feature statistics split by feature, columns sorted in threads) gives
+    the very same run as n_threads=1."""
     from fastfc._kernels import _cpl as K
 
     rng = np.random.default_rng(300 + d)

@@ -231,11 +231,12 @@ def test_auto_candidate_cap_is_what_the_client_uses(n_rows, explicit):
     assert not np.array_equal(auto.client_granular_labels_[0], other.client_granular_labels_[0])
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("shape", [(70000, 4), (6000, 50), (30000, 9), (262144, 1), (140000, 2)])
-def test_standardize_rows_compiled_equals_numpy(shape, dtype):
-    """A large client's standardisation (compiled column moments and shift/scale) gives the
-    very bits of the plain NumPy formula."""
+def test_standardize_rows_compiled_equals_numpy(shape, dtype, n_jobs):
+    """A large client's standardisation (compiled column moments and shift/scale, the shift on two
+    row halves with n_jobs=2) gives the very bits of the plain NumPy formula for any n_jobs."""
     from fastfc._units import SPLIT_MIN_ELEMENTS, standardize_rows
 
     rng = np.random.default_rng(shape[1])
@@ -249,7 +250,7 @@ def test_standardize_rows_compiled_equals_numpy(shape, dtype):
     ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
     scale = np.where(ok, 0.3 * np.where(ok, std, 1.0), 1.0)
     ref = (X - mean) / scale
-    Z, m, s = standardize_rows(X.astype(dtype), 0.3)
+    Z, m, s = standardize_rows(X.astype(dtype), 0.3, n_jobs=n_jobs)
     assert Z.flags.c_contiguous
     np.testing.assert_array_equal(m, mean)
     np.testing.assert_array_equal(s, scale)
@@ -259,9 +260,14 @@ def test_standardize_rows_compiled_equals_numpy(shape, dtype):
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_large_one_client_same_fit_on_two_threads(cls):
     """One client large enough for the split standardisation and the parallel list passes of
-    CPL: n_jobs=2 gives the labels, centres and hierarchy of n_jobs=1."""
+    CPL (d >= _HINT_MAX_D: below, two threads run the sequential hinted pass): n_jobs=2 gives the
+    labels, centres and hierarchy of n_jobs=1."""
+    from fastfc._kernels._cpl import _HINT_MAX_D
+
     rng = np.random.default_rng(8)
-    X = rng.normal(scale=3.0, size=(6, 12))[rng.integers(6, size=24000)] + rng.normal(size=(24000, 12))
+    d = 20
+    assert d >= _HINT_MAX_D
+    X = rng.normal(scale=3.0, size=(6, d))[rng.integers(6, size=24000)] + rng.normal(size=(24000, d))
     a = cls(n_clusters=6, random_state=1, n_jobs=1).fit(X)
     b = cls(n_clusters=6, random_state=1, n_jobs=2).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
