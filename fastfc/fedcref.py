@@ -450,13 +450,13 @@ class FedCRef(BaseFederatedClusterer):
         Why the ratio test is the default: the paper's score is scale-free, so it only asks whether
         ``|E_own - E_ext|`` has a heavy right tail, not whether the two errors are close. On
         Fashion-MNIST with the paper's simulation (25 clients, 30 epochs; first association graph,
-        ``benchmarks/results/fedcref_assoc_diag_d00.md``, ``_d03.md``, ``fedcref_assoc_cal_*.md``) it
-        links different upper-body classes (T-shirt, shirt, pullover, coat): about 7 % wrong edges
-        on clean clusters and 25 % on dirtiness-0.3 clusters, which chain into one component of
-        most of the clusters. The median ratio at 1.2 makes no wrong edge on the same models (three
-        simulation seeds, dirtiness 0 and 0.3), nor on digits with the tests' tiny AEs, and it
-        fails safe: a threshold too small for the AE leaves clusters isolated instead of merging
-        classes.
+        ``benchmarks/results/fedcref_assoc_diag_d00.md``, ``_d03.md``, ``fedcref_assoc_cal_fmnist_*.md``)
+        it links different upper-body classes (T-shirt, shirt, pullover, coat): 6.8 % wrong edges on
+        clean clusters and 18-25 % on dirtiness-0.3 clusters, which chain into one component of
+        most of the clusters. The median ratio at 1.2 makes no wrong edge on the same models (every
+        simulation seed and dirtiness measured), nor on digits with tiny AEs
+        (``fedcref_assoc_cal_digits_*.md``), and it fails safe: a threshold too small for the AE
+        leaves clusters unlinked instead of merging classes.
     ratio_threshold : float, default=1.2
         Threshold of ``association="ratio"`` (unused by the paper's test). Same-class ratios sit
         above 1 by the AEs' generalisation gap (own model on its training rows, received model
