@@ -451,10 +451,10 @@ class FedCRef(BaseFederatedClusterer):
         ``|E_own - E_ext|`` has a heavy right tail, not whether the two errors are close. On
         Fashion-MNIST with the paper's simulation (25 clients, 30 epochs; first association graph,
         ``benchmarks/results/fedcref_assoc_diag_d00.md``, ``_d03.md``, ``fedcref_assoc_cal_fmnist_*.md``)
-        it links different upper-body classes (T-shirt, shirt, pullover, coat): 6.8 % wrong edges on
-        clean clusters and 18-25 % on dirtiness-0.3 clusters, which chain into one component of
-        most of the clusters. The median ratio at 1.2 makes no wrong edge on the same models (every
-        simulation seed and dirtiness measured), nor on digits with tiny AEs
+        it links different upper-body classes (T-shirt, shirt, pullover, coat): 3.6-6.8 % wrong edges
+        on clean clusters and 15-25 % on dirtiness-0.3 clusters (three simulation seeds), which chain
+        into components of up to most of the clusters. The median ratio at 1.2 makes no wrong edge
+        on the same models (every seed and dirtiness), nor on digits with tiny AEs
         (``fedcref_assoc_cal_digits_*.md``), and it fails safe: a threshold too small for the AE
         leaves clusters unlinked instead of merging classes.
     ratio_threshold : float, default=1.2
