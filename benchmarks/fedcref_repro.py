@@ -86,7 +86,8 @@ def run(args) -> int:
           f"{args.epochs} local epochs, {args.fl_rounds} FedAvg rounds (2 then 7 local epochs), "
           f"max_iter = {args.max_iter}, match_policy = {args.match_policy}, association test = {args.association}"
           + (f" (ratio_threshold = {args.ratio_threshold})" if args.association == "ratio" else "")
-          + f", {args.runs} run(s) per dirtiness, "
+          + (f", simulation seeds {args.seeds}" if args.seeds else f", {args.runs} run(s) per dirtiness")
+          + ", "
           f"n_jobs = {args.n_jobs}. "
           "Paper: 25 clients, 500 rows per class, 30 local epochs, 15 FedAvg rounds, 5 runs.\n")
     print("Associations: `learned` = FedCRef; `perfect` = the perfect-association baseline (oracle graph from "
@@ -97,7 +98,8 @@ def run(args) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for d in dirt:
-        for mode, r in [(m, r) for m in modes for r in range(args.runs)]:
+        seeds = [int(v) for v in args.seeds.split(",")] if args.seeds else list(range(args.runs))
+        for mode, r in [(m, r) for m in modes for r in seeds]:
             sc = one_run(X, y, d, r, args, mode)
             summary.setdefault((d, mode), []).append(sc)
             ph = sc["phases"]
@@ -141,6 +143,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fl-rounds", type=int, default=15)
     ap.add_argument("--max-iter", type=int, default=30)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--seeds", default="",
+                    help="comma list of run seeds (client simulation, dirty labels and FedCRef's random_state); "
+                         "default 0..runs-1. The 'run' column is the seed")
     ap.add_argument("--dirtiness", default="0,0.3,0.5")
     ap.add_argument("--n-jobs", type=int, default=2)
     ap.add_argument("--associations", default="learned",

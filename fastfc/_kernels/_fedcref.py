@@ -23,7 +23,7 @@ Spec: ``shared/specs/fedcref.md`` §3.1 (AE), §3.3 (association score), §3.5 (
   reconstruction error, without materialising ``x_hat``.
 * :func:`adam_step` -- one Keras-style Adam update of a flat float32 parameter buffer.
 * :func:`association_score` -- ``Q_alpha(minmax(|e_own - e_ext|))`` of one (cluster, model) pair.
-* :func:`ratio_score` -- ``median(e_ext / e_own)`` of one (cluster, model) pair (the opt-in
+* :func:`ratio_score` -- ``median(e_ext / e_own)`` of one (cluster, model) pair (FedCRef's default
   ``association="ratio"`` test, not in the paper).
 * :func:`cluster_scores` -- the score of every (own cluster, model) pair of a client, either test.
 * :func:`cluster_refine` -- Algorithm 2 (greedy model selection, leftovers to the best selected).
@@ -247,8 +247,8 @@ def _ratio(e_own, e_ext, idx, buf):
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True)
 def ratio_score(e_own, e_ext):
-    """One direction of the opt-in ratio association test (``FedCRef(association="ratio")``; not in the
-    paper): the median over the owner's rows of ``e_ext / e_own``.
+    """One direction of the ratio association test, FedCRef's default (``association="ratio"``; not in
+    the paper): the median over the owner's rows of ``e_ext / e_own``.
 
     How many times worse the received model reconstructs the owner's rows than the owner's own model,
     for the typical row (the median, with NumPy's linear interpolation). A row the own model
