@@ -1979,12 +1979,10 @@ class FedKStarHC(BaseFederatedClusterer):
         m = self.n_substitutes
         m = (0 if robust else None) if m is None else (None if m == "all" else int(m))
         kept = labels >= 0
-        if kept.all():  # every row kept: X itself, not a copy
-            counts, means, radii, stds, subs = subcluster_statistics(X, labels, rng, n_substitutes=m,
-                                                                     n_threads=n_threads)
-        else:  # the kept rows by index (the same bits as on the copy X[kept])
-            counts, means, radii, stds, subs = subcluster_statistics(X, labels[kept], rng, n_substitutes=m,
-                                                                     rows=np.flatnonzero(kept), n_threads=n_threads)
+        # every row kept: X itself; otherwise the kept rows by index (the same bits as on the copy X[kept])
+        rows = None if kept.all() else np.flatnonzero(kept)
+        counts, means, radii, stds, subs = subcluster_statistics(
+            X, labels if rows is None else labels[rows], rng, n_substitutes=m, rows=rows, n_threads=n_threads)
         sub_counts = counts.copy() if m is None else np.minimum(counts, m)
         summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs,
                                     sub_counts=sub_counts, n_features=d)
