@@ -39,6 +39,14 @@ def test_kmeanspp_matches_numpy_reference_and_numba(dtype, n, d, k):
         got = kmeanspp(X, k, np.random.default_rng(k), n_jobs=n_jobs)
         np.testing.assert_array_equal(got, ref)
         np.testing.assert_array_equal(got, s_nb)
+    # the row-by-row distance pass (large clients) draws the same seeds as the feature-major one
+    from fastfc._kernels._seed import kmeanspp_kernel
+
+    for threads in (1, 2):
+        seeds = np.empty(k, dtype=np.int64)
+        kmeanspp_kernel(np.ascontiguousarray(X), u, nt, seeds, np.empty(n), np.empty((nt, n)), np.empty(n), threads,
+                        1024, False)
+        np.testing.assert_array_equal(seeds, ref)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -50,9 +58,11 @@ def test_kmeanspp_closest_same_bits_for_any_threads(dtype):
     nt = n_trials_for(k)
     u = np.random.default_rng(0).random(1 + (k - 1) * nt)
     out = []
-    for threads, chunk in [(1, 1024), (2, 1024), (2, 7), (1, 7)]:
+    # the feature-major pass (rows in vector lanes) and the row-by-row pass: the same bits
+    for threads, chunk, cols in [(1, 1024, True), (2, 1024, True), (2, 7, True), (1, 7, True), (1, 1024, False),
+                                 (2, 7, False)]:
         seeds, closest = np.empty(k, dtype=np.int64), np.empty(n)
-        kmeanspp_kernel(X, u, nt, seeds, closest, np.empty((nt, n)), np.empty(n), threads, chunk)
+        kmeanspp_kernel(X, u, nt, seeds, closest, np.empty((nt, n)), np.empty(n), threads, chunk, cols)
         out.append((seeds, closest))
     for seeds, closest in out[1:]:
         np.testing.assert_array_equal(seeds, out[0][0])

@@ -17,10 +17,50 @@ OpenMP threads (``prange``, ``nogil``); each row's values are written to its own
 they do not depend on the thread count. The serial parts (the cumulative weights and the
 potentials, ``n * (n_trials + 2)`` additions per step) keep their order. Seeds are
 bit-identical for any number of threads.
+
+Vector lanes (issue 15).  A client of at most ``2**20`` values is first copied feature-major
+(float64); the distance pass then runs over rows in vector lanes (``fastfc_cand_cols``,
+compiled for AVX-512 / AVX2 / baseline, no fused multiply-adds), each row's sum with the same
+operations in the same order as the row-by-row pass, so the same values (tested) at about
+1.5-1.8x the speed on small clients (FeCA's seeding; 1,000 rows x 10 features, k = 10:
+225 -> 126 us a call at load ~8).
 """
 cimport cython
 from cython.parallel cimport prange
 from libc.stdlib cimport calloc, free, malloc
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(_WIN32)
+    #define FASTFC_SEED_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+    #else
+    #define FASTFC_SEED_CLONES
+    #endif
+    /* out[i] = sum_f (Xt[f * n + i] - c[f])^2 for lo <= i < hi, each row's sum from 0.0 in feature order
+       (Xt: the rows feature-major, in double), then min(closest[i], out[i]) when closest is given: the
+       rows side by side in vector lanes, each with the same operations in the same order as one row
+       alone (no contraction into fused multiply-adds), so the same values */
+    FASTFC_SEED_CLONES static void fastfc_cand_cols(const double* __restrict Xt, Py_ssize_t n, Py_ssize_t d,
+                                                    Py_ssize_t lo, Py_ssize_t hi, const double* __restrict c,
+                                                    const double* __restrict closest, double* __restrict out) {
+        for (Py_ssize_t i = lo; i < hi; ++i) out[i] = 0.0;
+        for (Py_ssize_t f = 0; f < d; ++f) {
+            const double cf = c[f];
+            const double* __restrict xf = Xt + f * n;
+            for (Py_ssize_t i = lo; i < hi; ++i) {
+                const double t = xf[i] - cf;
+                out[i] = out[i] + t * t;
+            }
+        }
+        if (closest)
+            for (Py_ssize_t i = lo; i < hi; ++i) out[i] = closest[i] < out[i] ? closest[i] : out[i];
+    }
+    """
+    void fastfc_cand_cols(const double* Xt, Py_ssize_t n, Py_ssize_t d, Py_ssize_t lo, Py_ssize_t hi,
+                          const double* c, const double* closest, double* out) noexcept nogil
+
+#: clients of at most this many values (rows x features) get a feature-major copy for the distance pass
+cdef Py_ssize_t _COLS_MAX_ELEMS = 1 << 20
 
 ctypedef fused floating:
     float
@@ -72,6 +112,7 @@ cdef void _candidate_dists(
     Py_ssize_t n_rows,
     const double* closest,
     double* cand,
+    const double* Xt,
 ) noexcept nogil:
     """``cand[t * n + i] = min(closest[i], ||x_i - x_rows[t]||^2)`` for rows ``lo <= i < hi``.
 
@@ -82,6 +123,13 @@ cdef void _candidate_dists(
     cdef const floating* c
     cdef const floating* x0
     cdef double* out
+    cdef double cbuf[512]
+    if Xt != NULL and d <= 512:  # the rows in vector lanes (fastfc_cand_cols): the same values
+        for t in range(n_rows):
+            for f in range(d):
+                cbuf[f] = Xt[f * n + rows[t]]
+            fastfc_cand_cols(Xt, n, d, lo, hi, cbuf, closest, cand + t * n)
+        return
     for t in range(n_rows):
         c = X + rows[t] * d
         out = cand + t * n
@@ -154,6 +202,7 @@ cdef void _all_candidate_dists(
     double* cand,
     int n_threads,
     Py_ssize_t chunk_size,
+    const double* Xt,
 ) noexcept nogil:
     """:func:`_candidate_dists` over all rows, chunks of ``chunk_size`` rows spread over threads."""
     cdef Py_ssize_t n_chunks = (n + chunk_size - 1) // chunk_size
@@ -165,14 +214,14 @@ cdef void _all_candidate_dists(
             hi = lo + chunk_size
             if hi > n:
                 hi = n
-            _candidate_dists(X, lo, hi, n, d, rows, n_rows, closest, cand)
+            _candidate_dists(X, lo, hi, n, d, rows, n_rows, closest, cand, Xt)
         return
     for ch in prange(n_chunks, schedule="static", num_threads=n_threads):
         lo = ch * chunk_size
         hi = lo + chunk_size
         if hi > n:
             hi = n
-        _candidate_dists(X, lo, hi, n, d, rows, n_rows, closest, cand)
+        _candidate_dists(X, lo, hi, n, d, rows, n_rows, closest, cand, Xt)
 
 
 @cython.boundscheck(False)
@@ -188,6 +237,7 @@ def kmeanspp_kernel(
     double[::1] cum,
     int n_threads=1,
     Py_ssize_t chunk_size=1024,
+    bint feature_major=True,
 ):
     """Greedy k-means++ seeds of the rows of ``X`` (row indices), from pre-drawn uniforms.
 
@@ -209,6 +259,11 @@ def kmeanspp_kernel(
         OpenMP threads (ignored in a serial build).
     chunk_size : int
         Rows per chunk of the distance pass.
+    feature_major : bool, default=True
+        Clients of at most ``2**20`` values (rows x features) copy their rows feature-major (in
+        float64) so that the distance pass puts rows side by side in vector lanes, each row's
+        sum with the same operations in the same order (the same values; tested). ``False``
+        (or a larger client): the row-by-row pass, which needs no copy.
     """
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = X.shape[1]
@@ -218,18 +273,50 @@ def kmeanspp_kernel(
     cdef double pots[64]
     cdef double total, pot, best_pot
     cdef double* cp
+    cdef double* Xt = NULL
+    cdef Py_ssize_t f
     if n == 0 or k == 0:
         return
     if n_trials < 1 or n_trials > 64:
         raise ValueError("n_trials must be in 1 .. 64")
     if chunk_size < 1:
         chunk_size = 1
+    if feature_major and n * d <= _COLS_MAX_ELEMS and d <= 512:
+        # small clients: the rows feature-major in double, so the distance pass puts rows in vector lanes
+        # (the same values; without the copy, as when it cannot be allocated, the row-by-row pass)
+        Xt = <double*> malloc(n * d * sizeof(double))
+        if Xt != NULL:
+            with nogil:
+                for i in range(n):
+                    for f in range(d):
+                        Xt[f * n + i] = <double>X[i, f]
+    try:
+        _kmeanspp_steps(X, uniforms, n_trials, seeds, closest, cand, cum, n_threads, chunk_size, Xt)
+    finally:
+        free(Xt)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _kmeanspp_steps(const floating[:, ::1] X, const double[::1] uniforms, int n_trials, long long[::1] seeds,
+                          double[::1] closest, double[:, ::1] cand, double[::1] cum, int n_threads,
+                          Py_ssize_t chunk_size, const double* Xt) noexcept:
+    """The seeding steps of :func:`kmeanspp_kernel` (inputs checked there; ``Xt``: feature-major rows or NULL)."""
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t d = X.shape[1]
+    cdef Py_ssize_t k = seeds.shape[0]
+    cdef Py_ssize_t c, t, i, best_t
+    cdef Py_ssize_t rows[64]
+    cdef double pots[64]
+    cdef double total, pot, best_pot
+    cdef double* cp
     with nogil:
         rows[0] = <Py_ssize_t>(uniforms[0] * n)
         if rows[0] > n - 1:
             rows[0] = n - 1
         seeds[0] = rows[0]
-        _all_candidate_dists(&X[0, 0], n, d, rows, 1, NULL, &cand[0, 0], n_threads, chunk_size)
+        _all_candidate_dists(&X[0, 0], n, d, rows, 1, NULL, &cand[0, 0], n_threads, chunk_size, Xt)
         for i in range(n):
             closest[i] = cand[0, i]
         for c in range(1, k):
@@ -244,7 +331,7 @@ def kmeanspp_kernel(
                     rows[t] = <Py_ssize_t>(uniforms[1 + (c - 1) * n_trials + t] * n)
                     if rows[t] > n - 1:
                         rows[t] = n - 1
-            _all_candidate_dists(&X[0, 0], n, d, rows, n_trials, &closest[0], &cand[0, 0], n_threads, chunk_size)
+            _all_candidate_dists(&X[0, 0], n, d, rows, n_trials, &closest[0], &cand[0, 0], n_threads, chunk_size, Xt)
             # each candidate's potential summed serially in row order; four candidates' sums side by side
             # (independent chains, each in its own order: the same values, about four times the throughput
             # of one chain at a time, whose additions wait on each other)

@@ -32,6 +32,10 @@ n_threads=1)``; the equality is tested):
 * without strict convergence, one more labelling pass on the final centres; the inertia is
   the row-order sum of each row's squared distance (as above) times its weight.
 
+The per-chunk sums (each row added to its cluster's weight and sums, in row order) run in a
+C helper compiled for AVX-512 / AVX2 / baseline (``fastfc_accumulate_*``): the vector width
+changes how many features one instruction adds, not any element's single rounding per row.
+
 Compile without floating-point contraction (``-ffp-contract=off``, set in ``setup.py``): a
 fused multiply-add would change the roundings.
 """
@@ -147,6 +151,37 @@ cdef extern from *:
     static inline void fastfc_add_scaled_row_s(float* __restrict c, const float* __restrict x, float w, int d) {
         for (int f = 0; f < d; ++f) c[f] += x[f] * w;
     }
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(_WIN32)
+    #define FASTFC_ACC_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+    #else
+    #define FASTFC_ACC_CLONES
+    #endif
+    /* rows 0..m-1 of a chunk added to their clusters' weights and sums, in row order (each sum element
+       gets one rounding per row, whatever the vector width; no fused multiply-adds) */
+    FASTFC_ACC_CLONES static void fastfc_accumulate_d(const double* X, const double* w, const int* labels, int m,
+                                                      int d, double* C, double* weight) {
+        for (int i = 0; i < m; ++i) {
+            const int label = labels[i];
+            const double wi = w[i];
+            double* __restrict c = C + (size_t)label * d;
+            const double* __restrict x = X + (size_t)i * d;
+            weight[label] += wi;
+            if (wi == 1) { for (int f = 0; f < d; ++f) c[f] += x[f]; }
+            else { for (int f = 0; f < d; ++f) c[f] += x[f] * wi; }
+        }
+    }
+    FASTFC_ACC_CLONES static void fastfc_accumulate_s(const float* X, const float* w, const int* labels, int m,
+                                                      int d, float* C, float* weight) {
+        for (int i = 0; i < m; ++i) {
+            const int label = labels[i];
+            const float wi = w[i];
+            float* __restrict c = C + (size_t)label * d;
+            const float* __restrict x = X + (size_t)i * d;
+            weight[label] += wi;
+            if (wi == 1) { for (int f = 0; f < d; ++f) c[f] += x[f]; }
+            else { for (int f = 0; f < d; ++f) c[f] += x[f] * wi; }
+        }
+    }
     """
     void fastfc_add_row_d(double* c, const double* x, int d) noexcept nogil
     void fastfc_add_row_s(float* c, const float* x, int d) noexcept nogil
@@ -154,6 +189,10 @@ cdef extern from *:
     void fastfc_fill_rows_s(float* D, const float* v, int m, int k) noexcept nogil
     void fastfc_add_scaled_row_d(double* c, const double* x, double w, int d) noexcept nogil
     void fastfc_add_scaled_row_s(float* c, const float* x, float w, int d) noexcept nogil
+    void fastfc_accumulate_d(const double* X, const double* w, const int* labels, int m, int d, double* C,
+                             double* weight) noexcept nogil
+    void fastfc_accumulate_s(const float* X, const float* w, const int* labels, int m, int d, float* C,
+                             float* weight) noexcept nogil
 
 
 cdef inline void _add_row(floating* c, const floating* x, int d) noexcept nogil:
@@ -331,15 +370,11 @@ cdef void _pass(const floating* X, const floating* w, int n, int d, const floati
             labels[start + i] = _argmin1(D + i * k, k)
             i += 1
         if update:  # row by row, in row order: each cluster's weight and sums add up as one pass would
-            for i in range(m):
-                label = labels[start + i]
-                wi = w[start + i]
-                weight[label] += wi
-                x = X + (start + i) * d
-                if wi == 1:  # x * 1 == x exactly: the same sums without the products
-                    _add_row(C_new + label * d, x, d)
-                else:
-                    _add_scaled_row(C_new + label * d, x, wi, d)
+            # (x * 1 == x exactly: rows of weight 1 are added without the products)
+            if floating is double:
+                fastfc_accumulate_d(X + start * d, w + start, labels + start, m, d, C_new, weight)
+            else:
+                fastfc_accumulate_s(X + start * d, w + start, labels + start, m, d, C_new, weight)
 
 
 @cython.boundscheck(False)
