@@ -550,13 +550,14 @@ def assign_nearest_kernel(
             for r in range(start, stop):
                 labels[r] = -1
             bad += stop - start
-        elif screen:
-            bad += _nearest_screen(&X[start, 0], stop - start, d, k, &CT[0, 0], acc, &labels[start],
-                                   NULL if md == NULL else md + start)
         else:
-            bad += _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
-                                   &labels[start], NULL if md == NULL else md + start)
-            free(acc)
+            if screen:
+                bad += _nearest_screen(&X[start, 0], stop - start, d, k, &CT[0, 0], acc, &labels[start],
+                                       NULL if md == NULL else md + start)
+            else:
+                bad += _nearest_direct(&X[start, 0], stop - start, d, k, &CT[0, 0], &WT[0, 0], weighted, acc,
+                                       &labels[start], NULL if md == NULL else md + start)
+            free(acc)  # both paths (the screened one leaked its scratch, 2.4 MB a call at 10^5 x 50)
     return bad
 
 
