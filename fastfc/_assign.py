@@ -107,6 +107,7 @@ def assign_nearest(
     n_jobs: int | None = None,
     return_distances: bool = False,
     check_finite: bool = True,
+    row_scale=None,
 ):
     """Index of the nearest prototype of every row, under optional diagonal weights.
 
@@ -142,6 +143,12 @@ def assign_nearest(
         Reject NaN/inf in ``X`` (prototypes and weights are always checked). The rows
         are checked only when a distance comes out non-finite (every row with NaN or
         infinity gives one), so a finite ``X`` is read once, by the kernel.
+    row_scale : array-like of shape (n_features,), default=None
+        Label the rows of ``X * row_scale`` (each feature times its factor, computed as NumPy's
+        ``np.multiply`` does) instead of ``X``: the labels and distances of
+        ``assign_nearest(X * row_scale, centers, ...)``, bit for bit. Unweighted problems off the
+        BLAS-screened path scale each chunk of rows inside the kernel, without the (n, d) copy;
+        the others make the copy. ``centers`` are in the scaled units.
 
     Returns
     -------
@@ -155,8 +162,18 @@ def assign_nearest(
     if X.dtype.kind not in "fiub":
         raise TypeError(f"X must be numeric, got dtype {X.dtype}")
     all32 = X.dtype == np.float32 and np.asarray(centers).dtype == np.float32 and (
-        weights is None or np.asarray(weights).dtype == np.float32)
+        weights is None or np.asarray(weights).dtype == np.float32) and (
+        row_scale is None or np.asarray(row_scale).dtype == np.float32)
     dtype = np.float32 if all32 else np.float64
+    S = None
+    if row_scale is not None:
+        S = np.ascontiguousarray(row_scale, dtype=dtype)
+        if S.shape != (X.shape[1],):
+            raise ValueError(f"row_scale must have shape ({X.shape[1]},), got {S.shape}")
+        if weights is not None or use_gemm(X.shape[1], np.asarray(centers).shape[0], dtype):
+            # the BLAS-screened and weighted paths take scaled rows only as a copy
+            X = np.multiply(X, S, dtype=dtype)
+            S = None
     # float32 rows against float64 prototypes stay float32 here and are upcast per block below
     X = np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else dtype)
     C = _as_float_2d("centers", centers, dtype)
@@ -197,13 +214,13 @@ def assign_nearest(
         screen = W is None and use_screen(d, dtype)
 
         def run(Xb, lab, dst):
-            return assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE, screen)
+            return assign_nearest_kernel(Xb, CT, WT, W is not None, lab, dst, n_threads, CHUNK_SIZE, screen, S)
 
         bad = _in_blocks(run, X, dtype, labels, dist, CHUNK_SIZE) > 0
     # a row with NaN or infinity has a non-finite distance (or, through the BLAS screen, no
     # candidate: label -1): the full finiteness check of X (a pass over n x d values and an
     # n x d temporary) runs only then
-    if bad and check_finite and not np.isfinite(X).all():
+    if bad and check_finite and not np.isfinite(X if S is None else np.multiply(X, S, dtype=dtype)).all():
         raise ValueError("X contains NaN or infinity")
     if bad and (labels < 0).any():
         raise MemoryError("assign_nearest: could not allocate the per-chunk work buffer")

@@ -136,7 +136,8 @@ def mean_feature_variance(X: np.ndarray, n_jobs=1) -> float:
     """``mean(var(X, axis=0))`` (scikit-learn's tolerance scale), the same bits for any ``n_jobs``.
 
     The features are cut into two fixed halves whose variances NumPy computes separately
-    (on two threads when ``n_jobs >= 2``; NumPy releases the GIL), so the split, hence the
+    (on two threads when ``n_jobs >= 2`` and ``X`` has at least ``SPLIT_MIN_ELEMENTS`` values; NumPy
+    releases the GIL), so the split, hence the
     result, does not depend on the thread count.
 
     Parameters
@@ -148,15 +149,14 @@ def mean_feature_variance(X: np.ndarray, n_jobs=1) -> float:
     -------
     float
     """
+    from ._units import SPLIT_MIN_ELEMENTS, _run_parts
+
     d = X.shape[1]
     halves = [slice(0, d // 2), slice(d // 2, d)] if d >= 2 else [slice(0, d)]
-    if effective_n_jobs(n_jobs) >= 2 and len(halves) == 2:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=2) as ex:
-            parts = list(ex.map(lambda sl: np.var(X[:, sl], axis=0), halves))
-    else:
-        parts = [np.var(X[:, sl], axis=0) for sl in halves]
+    # the calling thread takes the first half, a pool thread the second, and only for a large X
+    # (a subsample's 2048 x d rows cost less than starting a thread): the same halves either way
+    parts = _run_parts(lambda sl: np.var(X[:, sl], axis=0), halves,
+                       n_jobs if X.size >= SPLIT_MIN_ELEMENTS else 1)
     return float(np.mean(np.concatenate(parts)))
 
 

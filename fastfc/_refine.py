@@ -249,7 +249,8 @@ CENTERS_CLASSES = (RefineCenters, RefineChainCenters)
 
 
 # ------------------------------------------------------------ client side
-def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: int) -> RefineStats:
+def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: int,
+                 moments: np.ndarray | None = None) -> RefineStats:
     """A client's refinement upload.
 
     Parameters
@@ -262,6 +263,10 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         reply (called only when ``broadcast`` is not a :class:`RefineCenters`).
     n_threads : int
         Threads of the compiled kernel.
+    moments : ndarray of shape (3, n_features) or None, default=None
+        :func:`fastfc._units.feature_moments` of ``X`` when the client already has them (its
+        one-shot summary's ``feature_stats``): uploaded as they are instead of recomputed (the
+        same values: the function of ``X`` alone). ``None``: computed here.
 
     Returns
     -------
@@ -294,9 +299,13 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         centers = np.ascontiguousarray(broadcast.centers, dtype=np.float64)
         # two independent one-thread passes (compiled, GIL released): beside each other when the client
         # has two threads and the rows are many (the same values either way)
-        parts = [lambda: label_sums(X, labels, centers), lambda: _units.feature_moments(X)]
-        (counts, sums), stats = _units._run_parts(
-            lambda f: f(), parts, n_threads if X.size >= _units.SPLIT_MIN_ELEMENTS else 1)
+        if moments is not None and np.shape(moments) == (3, d):
+            counts, sums = label_sums(X, labels, centers)
+            stats = np.array(moments, dtype=np.float64)
+        else:
+            parts = [lambda: label_sums(X, labels, centers), lambda: _units.feature_moments(X)]
+            (counts, sums), stats = _units._run_parts(
+                lambda f: f(), parts, n_threads if X.size >= _units.SPLIT_MIN_ELEMENTS else 1)
         inertia = np.zeros(0)
     return RefineStats(counts=np.asarray(counts, dtype=np.int64), sums=sums, inertia=inertia, feature_stats=stats,
                        n_features=d)

@@ -359,14 +359,10 @@ def nearest_weighted(X: np.ndarray, centers: np.ndarray, weight: np.ndarray | No
     if weight is None or np.size(weight) == 0:
         return assign_nearest(X, centers, n_jobs=n_jobs)
     w = np.asarray(weight, dtype=np.float64)
-    X = np.asarray(X)
-    if X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS:  # elementwise over two row halves: the same values
-        Xw = np.empty(X.shape, dtype=np.float64)
-        _run_parts(lambda sl: np.multiply(X[sl], w, out=Xw[sl], dtype=np.float64), _row_halves(X.shape[0]), n_jobs)
-    else:
-        Xw = np.ascontiguousarray(np.asarray(X, dtype=np.float64) * w)
     Cw = np.ascontiguousarray(np.asarray(centers, dtype=np.float64) * w)
-    return assign_nearest(Xw, Cw, n_jobs=n_jobs)
+    # the rows X * w, scaled chunk by chunk inside the kernel (no weighted (n, d) copy of X): the
+    # labels of assign_nearest(X * w, Cw) bit for bit
+    return assign_nearest(X, Cw, n_jobs=n_jobs, row_scale=w)
 
 
 def fill_empty_array(message, field: str, shape: tuple) -> None:

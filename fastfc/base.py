@@ -563,7 +563,8 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     def _client_round(self, X: np.ndarray, state: ClientState, broadcast: Message, rng: np.random.Generator,
                       n_threads: int, round: int) -> tuple[Message, dict]:
         """Client round ``round >= 1``: (upload, new private values). Default: a refinement round."""
-        upload = _refine().client_stats(X, broadcast, lambda: self._assign(X, state, broadcast, n_threads), n_threads)
+        upload = _refine().client_stats(X, broadcast, lambda: self._assign(X, state, broadcast, n_threads), n_threads,
+                                        moments=state.values.get("feature_moments"))
         return upload, state.values
 
     def _server_round(self, uploads: list[Message], server_state: ServerState, rng: np.random.Generator,

@@ -198,7 +198,13 @@ class FedKMeans(BaseFederatedClusterer):
 
     # round 0 = the seeder's phases ------------------------------------------
     def _summarize(self, X, rng, n_threads):
-        return self._seeder()._summarize(X, rng, n_threads)
+        summary, private = self._seeder()._summarize(X, rng, n_threads)
+        stats = getattr(summary, "feature_stats", None)
+        if stats is not None and np.size(stats):
+            # the moments of X the summary holds: the first refinement round uploads them again
+            # instead of recomputing them (a pass over X; issue 15)
+            private = {**private, "feature_moments": np.asarray(stats)}
+        return summary, private
 
     def _aggregate(self, summaries, rng, n_threads):
         return self._seeder()._aggregate(summaries, rng, n_threads)

@@ -352,3 +352,17 @@ def test_nested_blas_limit_is_a_no_op_only_inside_the_same_limit():
         assert blas_threads() == [1]
     assert blas_threads() == before
     assert not isinstance(limit_blas_threads(1), nullcontext)
+
+
+@pytest.mark.parametrize("shape", [(2048, 50), (30000, 10), (6000, 1), (70000, 7)])
+def test_mean_feature_variance_same_bits_for_any_n_jobs(shape):
+    """``mean_feature_variance`` takes two fixed column halves (threaded only for large X): the
+    same bits for n_jobs 1, 2 and -1, equal to the mean of the halves' NumPy variances."""
+    from fastfc._local_kmeans import mean_feature_variance
+
+    X = np.random.default_rng(shape[0]).normal(size=shape) * 3.0
+    d = shape[1]
+    halves = [slice(0, d // 2), slice(d // 2, d)] if d >= 2 else [slice(0, d)]
+    expect = float(np.mean(np.concatenate([np.var(X[:, sl], axis=0) for sl in halves])))
+    for nj in (1, 2, -1):
+        assert mean_feature_variance(X, nj) == expect

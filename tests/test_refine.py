@@ -665,3 +665,27 @@ def test_refine_messages_reject_as_recorded(name):
     with pytest.raises(MessageError) as info:
         make()
     assert str(info.value) == expected
+
+
+@pytest.mark.parametrize("seeder", ["k-means++", FeCA(n_clusters=4)], ids=["kmeans++", "FeCA"])
+def test_fed_kmeans_round_one_reuses_the_summary_moments(seeder, monkeypatch):
+    """FedKMeans keeps its summary's feature moments in the client state and the first refinement
+    round uploads them instead of recomputing them: no second ``feature_moments`` pass, and the
+    very fit (labels, centres) of the recomputing path."""
+    from fastfc import _refine, _units
+
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.normal(loc=6 * i, size=(3000, 6)) for i in range(4)]) * rng.uniform(0.5, 5, size=6)
+    reused = FedKMeans(n_clusters=4, init=seeder, random_state=1).fit(X)
+    calls = []
+    real = _units.feature_moments
+    monkeypatch.setattr(_units, "feature_moments", lambda *a, **k: calls.append(1) or real(*a, **k))
+    FedKMeans(n_clusters=4, init=seeder, random_state=1).fit(X)
+    assert len(calls) == 1  # the summary's only
+    real_stats = _refine.client_stats
+    monkeypatch.setattr(_refine, "client_stats",
+                        lambda X, b, lab, nt, moments=None: real_stats(X, b, lab, nt, moments=None))
+    recomputed = FedKMeans(n_clusters=4, init=seeder, random_state=1).fit(X)
+    assert len(calls) == 3  # this fit: the summary's and the recomputed one
+    np.testing.assert_array_equal(reused.labels_, recomputed.labels_)
+    np.testing.assert_array_equal(reused.cluster_centers_, recomputed.cluster_centers_)
