@@ -41,6 +41,13 @@ CASES = [
     ("gold-reference", "gold", dict(semantics="reference")),
     ("fedkstarhc-default", "fedkstarhc", {}),
     ("fedkstarhc-paper", "fedkstarhc", dict(mode="paper")),
+    # refinement rounds (federated Lloyd after the one-shot fit; issue 13)
+    ("kfed-refine10", "kfed", dict(refine_rounds=10)),
+    ("feca-refine10", "feca", dict(refine_rounds=10)),
+    ("fedhire-refine10", "fedhire", dict(refine_rounds=10)),
+    ("gold-refine10", "gold", dict(refine_rounds=10)),
+    ("fedkstarhc-refine10", "fedkstarhc", dict(refine_rounds=10)),
+    ("fedkmeans-default", "fedkmeans", {}),
 ]
 
 

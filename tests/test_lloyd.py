@@ -475,3 +475,68 @@ def test_moment_inertia_mode_rejects_nan(dtype):
     X[300, 4] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):
         lloyd_stats(X, np.zeros((3, 12)) + np.arange(3)[:, None], exact_inertia=False)
+
+
+# ------------------------------------------------------------------ the refinement round's FMA screen
+def _fma_cases():
+    rng = np.random.default_rng(21)
+    out = []
+    for name, (n, d, k, offset, scale) in {
+        "near-ties": (3000, 24, 12, 0.0, 1.0),
+        "near-ties-offset": (3000, 24, 12, 1e4, 1.0),
+        "near-ties-d50": (2000, 50, 10, 0.0, 1.0),
+        "near-ties-d10-k3": (2000, 10, 3, 0.0, 1.0),
+        "near-ties-d9-k17": (1500, 9, 17, 5.0, 1.0),
+        "huge": (3000, 24, 12, 0.0, 1e19),
+        "tiny": (3000, 24, 12, 0.0, 1e-30),
+        "very-huge": (1000, 16, 5, 0.0, 1e120),
+    }.items():
+        X, C = _near_ties(rng, n, d, k, offset, scale)
+        out.append((name, X, C))
+    X, C = _near_ties(rng, 3000, 24, 12, 0.0, 1.0)
+    X[1000:1300] *= 1e25  # some chunks past the float32 screen's range, the rest not
+    out.append(("mixed-chunks", X, C))
+    X = rng.normal(size=(2000, 20))
+    C = X[:6].copy()
+    C[3] = C[1]  # duplicated centre: exact ties, the lowest index wins
+    X[:50] = C[1]  # rows on the duplicated centres
+    out.append(("duplicate-centres", X, C))
+    return out
+
+
+@pytest.mark.skipif(not __import__("fastfc._kernels._assign", fromlist=["x"]).fma_screen_available(),
+                    reason="the FMA screen needs a CPU with AVX-512 and FMA")
+@pytest.mark.parametrize("case", _fma_cases(), ids=lambda c: c[0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_round_fma_screen_same_as_blas_screen(monkeypatch, case, dtype, weighted):
+    """The refinement round's FMA screen (rows in vector lanes, fused multiply-adds, float32 rows
+    in float32) only decides rows whose nearest centre its rounding-error bound proves and leaves
+    the others to exact float64 distances over all centres: counts, sums and inertia equal, bit for
+    bit, those of the BLAS screen, and counts and sums those of the exact mode, also within
+    rounding of a tie, on duplicated centres (ties to the lowest index), far from the origin, near
+    the float32 overflow and beyond (chunks falling back to the BLAS screen) and near underflow,
+    for n_jobs 1 and 2 and F-ordered rows."""
+    name, X, C = case
+    if name == "very-huge" and dtype == np.float32:
+        pytest.skip("beyond the float32 range")
+    X = X.astype(dtype)
+    rng = np.random.default_rng(22)
+    w = (rng.random(X.shape[1]) + 0.5) if weighted else None
+    exact = lloyd_stats(X, C, w)
+    monkeypatch.setattr(lloyd_mod, "use_fma_screen", lambda d, k: False)
+    blas = lloyd_stats(X, C, w, exact_inertia=False)
+    monkeypatch.setattr(lloyd_mod, "use_fma_screen", lambda d, k: True)
+    for n_jobs, Xl in ((1, X), (2, X), (2, np.asfortranarray(X))):
+        got = lloyd_stats(Xl, C, w, n_jobs=n_jobs, exact_inertia=False)
+        for g, b in zip(got, blas):
+            np.testing.assert_array_equal(g, b)
+        np.testing.assert_array_equal(got[0], exact[0])
+        np.testing.assert_array_equal(got[1], exact[1])
+
+
+def test_use_fma_screen_threshold():
+    """The FMA screen up to 128 features, and past that only below FMA_SCREEN_MAX_DK features x centres."""
+    assert lloyd_mod.use_fma_screen(8, 2) and lloyd_mod.use_fma_screen(128, 4096)
+    assert lloyd_mod.use_fma_screen(200, 300)
+    assert not lloyd_mod.use_fma_screen(256, 256)

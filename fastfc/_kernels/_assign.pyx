@@ -44,6 +44,10 @@ by the feature weights) is labelled by the same helpers (or by
 :func:`_nearest_gemm_f32`, a float32 screen on centred coordinates with the same
 exact float64 decision) and added to its block's partial statistics; blocks depend
 on the shape only and are reduced in order, so results do not depend on threads.
+:func:`lloyd_round_kernel` (refinement rounds) gives the same labels, counts and sums;
+on AVX-512 + FMA CPUs it screens with the FMA screen's core (``FASTFC_ROUND_SCREEN``,
+rows in vector lanes, the rows' dtype) instead of BLAS, and only the rows it cannot
+decide get exact distances.
 """
 cimport cython
 from cython.parallel cimport parallel, prange
@@ -60,6 +64,11 @@ ctypedef fused floating:
 def openmp_enabled():
     """True when this extension was compiled with OpenMP."""
     return _OPENMP
+
+
+def fma_screen_available():
+    """True when the FMA screens (``FASTFC_SCREEN``, ``FASTFC_ROUND_SCREEN``) run on this CPU (AVX-512 and FMA)."""
+    return bool(fastfc_has_avx512_fma())
 
 
 cdef extern from *:
@@ -279,7 +288,53 @@ cdef extern from *:
     }
     static int fastfc_has_avx512_fma(void);
     #define FASTFC_SEL(VT, VI, m, a, b) ((VT)(((VI)(a) & (m)) | ((VI)(b) & ~(m))))
-    #define FASTFC_SCREEN(NAME, DIRECT, ONE, ROW, T, VT, VI, IT, L, TRANSPOSE, EPS, TINY, BIG)    \\
+    /* The FMA screen's core, shared by the assignment kernel (FASTFC_SCREEN) and the refinement
+       round (FASTFC_ROUND_SCREEN): for one transposed block XT (d x RB) and prototypes CT (d x k,
+       transposed) with "norms" cn, a = cn[c] - 2 x.c (x.c by fused multiply-adds when the caller
+       is compiled with contraction, two prototypes per pass); per lane (row) the smallest a (b1),
+       its prototype (a1, the lowest on ties) and the second smallest (b2; +inf when k = 1).
+       Inlined into its callers (their target and contraction apply). */
+    #define FASTFC_SCREEN_CORE(NAME, T, VT, VI, IT, L)                                           \\
+    static inline __attribute__((always_inline)) void NAME(const T* XT, Py_ssize_t d, Py_ssize_t k, \\
+                                                           const T* CT, const T* cn, VT* b1,       \\
+                                                           VT* b2, VI* a1) {                       \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        for (int v = 0; v < FASTFC_NV; v++) {                                                    \\
+            b1[v] = (VT){0} + (T)INFINITY;                                                       \\
+            b2[v] = b1[v];                                                                       \\
+            a1[v] = (VI){0};                                                                     \\
+        }                                                                                        \\
+        for (Py_ssize_t c0 = 0; c0 < k; c0 += 2) {                                           \\
+            Py_ssize_t c1 = c0 + 1 < k ? c0 + 1 : c0;                                        \\
+            VT s0[FASTFC_NV], s1[FASTFC_NV];                                                 \\
+            for (int v = 0; v < FASTFC_NV; v++) { s0[v] = (VT){0}; s1[v] = (VT){0}; }        \\
+            for (Py_ssize_t j = 0; j < d; j++) {                                             \\
+                const VT* xr = (const VT*)(XT + j * RB);                                     \\
+                T p0 = CT[j * k + c0], p1 = CT[j * k + c1];                                  \\
+                for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                    s0[v] = s0[v] + xr[v] * p0;                                              \\
+                    s1[v] = s1[v] + xr[v] * p1;                                              \\
+                }                                                                            \\
+            }                                                                                \\
+            for (int h = 0; h < 2; h++) {                                                    \\
+                Py_ssize_t c = h ? c1 : c0;                                                  \\
+                if (h && c1 == c0) break;                                                    \\
+                for (int v = 0; v < FASTFC_NV; v++) {                                        \\
+                    VT s = h ? s1[v] : s0[v];                                                \\
+                    VT a = cn[c] - (s + s);                                                  \\
+                    VI lt = (VI)(a < b1[v]);                                                 \\
+                    VI lt2 = (VI)(a < b2[v]);                                                \\
+                    VT nb2 = FASTFC_SEL(VT, VI, lt2, a, b2[v]);                              \\
+                    b2[v] = FASTFC_SEL(VT, VI, lt, b1[v], nb2);                              \\
+                    b1[v] = FASTFC_SEL(VT, VI, lt, a, b1[v]);                                \\
+                    a1[v] = (a1[v] & ~lt) | (lt & (IT)c);                                    \\
+                }                                                                            \\
+            }                                                                                \\
+        }                                                                                    \\
+    }
+    FASTFC_SCREEN_CORE(fastfc_screen_core_f64, double, fastfc_v8d, fastfc_v8l, long long, 8)
+    FASTFC_SCREEN_CORE(fastfc_screen_core_f32, float, fastfc_v16f, fastfc_v16i, int, 16)
+    #define FASTFC_SCREEN(NAME, DIRECT, ONE, ROW, CORE, T, VT, VI, IT, L, TRANSPOSE, EPS, TINY, BIG)    \\
     static __attribute__((noinline)) T ONE(const T* x, Py_ssize_t d, Py_ssize_t k, const T* CT,  \\
                                            Py_ssize_t c) {                                        \\
         T a = 0;                                                                                 \\
@@ -324,43 +379,12 @@ cdef extern from *:
             TRANSPOSE(xb, nb, d, XT);                                                            \\
             VT x2[FASTFC_NV], b1[FASTFC_NV], b2[FASTFC_NV];                                      \\
             VI a1[FASTFC_NV];                                                                    \\
-            for (int v = 0; v < FASTFC_NV; v++) {                                                \\
-                x2[v] = (VT){0};                                                                 \\
-                b1[v] = (VT){0} + (T)INFINITY;                                                   \\
-                b2[v] = b1[v];                                                                   \\
-                a1[v] = (VI){0};                                                                 \\
-            }                                                                                    \\
+            for (int v = 0; v < FASTFC_NV; v++) x2[v] = (VT){0};                                 \\
             for (Py_ssize_t j = 0; j < d; j++) {                                                 \\
                 const VT* xr = (const VT*)(XT + j * RB);                                         \\
                 for (int v = 0; v < FASTFC_NV; v++) x2[v] = x2[v] + xr[v] * xr[v];               \\
             }                                                                                    \\
-            for (Py_ssize_t c0 = 0; c0 < k; c0 += 2) {                                           \\
-                Py_ssize_t c1 = c0 + 1 < k ? c0 + 1 : c0;                                        \\
-                VT s0[FASTFC_NV], s1[FASTFC_NV];                                                 \\
-                for (int v = 0; v < FASTFC_NV; v++) { s0[v] = (VT){0}; s1[v] = (VT){0}; }        \\
-                for (Py_ssize_t j = 0; j < d; j++) {                                             \\
-                    const VT* xr = (const VT*)(XT + j * RB);                                     \\
-                    T p0 = CT[j * k + c0], p1 = CT[j * k + c1];                                  \\
-                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
-                        s0[v] = s0[v] + xr[v] * p0;                                              \\
-                        s1[v] = s1[v] + xr[v] * p1;                                              \\
-                    }                                                                            \\
-                }                                                                                \\
-                for (int h = 0; h < 2; h++) {                                                    \\
-                    Py_ssize_t c = h ? c1 : c0;                                                  \\
-                    if (h && c1 == c0) break;                                                    \\
-                    for (int v = 0; v < FASTFC_NV; v++) {                                        \\
-                        VT s = h ? s1[v] : s0[v];                                                \\
-                        VT a = cn[c] - (s + s);                                                  \\
-                        VI lt = (VI)(a < b1[v]);                                                 \\
-                        VI lt2 = (VI)(a < b2[v]);                                                \\
-                        VT nb2 = FASTFC_SEL(VT, VI, lt2, a, b2[v]);                              \\
-                        b2[v] = FASTFC_SEL(VT, VI, lt, b1[v], nb2);                              \\
-                        b1[v] = FASTFC_SEL(VT, VI, lt, a, b1[v]);                                \\
-                        a1[v] = (a1[v] & ~lt) | (lt & (IT)c);                                    \\
-                    }                                                                            \\
-                }                                                                                \\
-            }                                                                                    \\
+            CORE(XT, d, k, CT, cn, b1, b2, a1);                                                  \\
             /* decided rows: S' = 2 (||x||^2 + max ||c||^2) >= (||x|| + max ||c||)^2 (no square root), */\\
             /* below overflow, and second smallest > smallest + coef S' + tiny (NaN: not decided) */\\
             IT dm[RB], ao[RB];                                                                   \\
@@ -392,6 +416,121 @@ cdef extern from *:
             return NAME##_avx512(X, m, d, k, CT, scratch, labels, mindist);                      \\
         return DIRECT(X, m, d, k, CT, CT, 0, scratch, labels, mindist);                          \\
     }
+    /* The refinement round's FMA screen (_round_block): the core above on m rows (row stride d, the
+       rows' dtype) against the screen operand BT (d x k, transposed) with values e; per row the
+       smallest screened value (best), the second smallest (second; both converted exactly to
+       float64), the prototype of the smallest (arg) and, from the same transposed block, the
+       centred squared norm (sq, SQN); rows up to m_ahead (>= m) may be read ahead (software
+       prefetch FASTFC_RPF blocks ahead, never used). No decision here: _round_block compares
+       second - best with its own rounding-error bound and computes the exact distances of the rows
+       it cannot decide. Returns 0 (nothing written) on CPUs without AVX-512 and FMA. */
+    /* prefetch distance (blocks), stride (bytes) and locality of the round screen (0: no prefetch) */
+    #ifndef FASTFC_RPF
+    #define FASTFC_RPF 4
+    #endif
+    #ifndef FASTFC_RPF_STEP
+    #define FASTFC_RPF_STEP 64
+    #endif
+    #ifndef FASTFC_RPF_LOC
+    #define FASTFC_RPF_LOC 3
+    #endif
+    /* The refinement round's centred squared norms ||x w - mu||^2 of a transposed block (d x RB, the
+       rows in the lanes), with the bits of fastfc_sqnorms_* (defined below, row by row): per row eight
+       float64 partial sums s[z mod 8] over the features z < 8 floor(d / 8), the rest into s[0], then
+       ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)); t = (double)x * w - mu (x - mu unweighted), s += t * t.
+       A separate function without contraction (the module is built with -ffp-contract=off), so no
+       multiply-add is fused; writes out[0:nb]. */
+    #include <immintrin.h>
+    /* eight lanes of a transposed block as float64 (float32: converted, exactly) */
+    static inline __attribute__((always_inline, target("avx512f"))) fastfc_v8d fastfc_ld8_f64(const double* p) {
+        fastfc_v8d v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+    }
+    static inline __attribute__((always_inline, target("avx512f"))) fastfc_v8d fastfc_ld8_f32(const float* p) {
+        return (fastfc_v8d)_mm512_cvtps_pd(_mm256_loadu_ps(p));
+    }
+    #define FASTFC_SQN_LANES(NAME, T, L, LD8)                                                   \\
+    __attribute__((target("avx512f"), noinline)) static void NAME(const T* XT, Py_ssize_t nb,     \\
+                                                                  Py_ssize_t d, const double* w,   \\
+                                                                  int weighted, const double* mu,  \\
+                                                                  double* out) {                   \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        for (Py_ssize_t g = 0; g < nb; g += 8) {                                                 \\
+            fastfc_v8d s[8];                                                                     \\
+            for (int l = 0; l < 8; l++) s[l] = (fastfc_v8d){0};                                  \\
+            Py_ssize_t z = 0;                                                                    \\
+            if (weighted) {                                                                      \\
+                for (; z + 8 <= d; z += 8)                                                       \\
+                    for (int l = 0; l < 8; l++) {                                                \\
+                        fastfc_v8d t = LD8(XT + (z + l) * RB + g) * w[z + l] - mu[z + l];        \\
+                        s[l] = s[l] + t * t;                                                     \\
+                    }                                                                            \\
+                for (; z < d; z++) {                                                             \\
+                    fastfc_v8d t = LD8(XT + z * RB + g) * w[z] - mu[z];                          \\
+                    s[0] = s[0] + t * t;                                                         \\
+                }                                                                                \\
+            } else {                                                                             \\
+                for (; z + 8 <= d; z += 8)                                                       \\
+                    for (int l = 0; l < 8; l++) {                                                \\
+                        fastfc_v8d t = LD8(XT + (z + l) * RB + g) - mu[z + l];                   \\
+                        s[l] = s[l] + t * t;                                                     \\
+                    }                                                                            \\
+                for (; z < d; z++) {                                                             \\
+                    fastfc_v8d t = LD8(XT + z * RB + g) - mu[z];                                 \\
+                    s[0] = s[0] + t * t;                                                         \\
+                }                                                                                \\
+            }                                                                                    \\
+            fastfc_v8d v = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));    \\
+            double tmp[8];                                                                       \\
+            memcpy(tmp, &v, sizeof(v));                                                          \\
+            for (Py_ssize_t b = 0; b < 8 && g + b < nb; b++) out[g + b] = tmp[b];                \\
+        }                                                                                        \\
+    }
+    FASTFC_SQN_LANES(fastfc_sqn_lanes_f64, double, 8, fastfc_ld8_f64)
+    FASTFC_SQN_LANES(fastfc_sqn_lanes_f32, float, 16, fastfc_ld8_f32)
+    #define FASTFC_ROUND_SCREEN(NAME, CORE, SQN, T, VT, VI, IT, L, TRANSPOSE)                   \\
+    FASTFC_AVX512_FMA static void NAME##_avx512(const T* X, Py_ssize_t m, Py_ssize_t m_ahead,    \\
+                                                Py_ssize_t d, Py_ssize_t k, const T* BT,         \\
+                                                const T* e, void* scratch, double* best,         \\
+                                                double* second, int* arg, const double* w,       \\
+                                                int weighted, const double* mu, double* sq) {    \\
+        enum { RB = FASTFC_NV * L };                                                             \\
+        T* XT = (T*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);                                \\
+        for (Py_ssize_t i0 = 0; i0 < m; i0 += RB) {                                              \\
+            Py_ssize_t nb = m - i0 < RB ? m - i0 : RB;                                           \\
+            if (FASTFC_RPF > 0 && i0 + (FASTFC_RPF + 1) * RB <= m_ahead) {                       \\
+                /* software prefetch of a later block, also past this call's rows (the next chunk) */ \\
+                const char* pf = (const char*)(X + (i0 + FASTFC_RPF * RB) * d);                  \\
+                for (Py_ssize_t o = 0; o < (Py_ssize_t)(RB * d * sizeof(T)); o += FASTFC_RPF_STEP) \\
+                    __builtin_prefetch(pf + o, 0, FASTFC_RPF_LOC);                               \\
+            }                                                                                    \\
+            TRANSPOSE(X + i0 * d, nb, d, XT);                                                    \\
+            SQN(XT, nb, d, w, weighted, mu, sq + i0);                                            \\
+            VT b1[FASTFC_NV], b2[FASTFC_NV];                                                     \\
+            VI a1[FASTFC_NV];                                                                    \\
+            CORE(XT, d, k, BT, e, b1, b2, a1);                                                   \\
+            T t1[RB], t2[RB];                                                                    \\
+            IT ta[RB];                                                                           \\
+            for (int v = 0; v < FASTFC_NV; v++) {                                                \\
+                memcpy(t1 + v * L, &b1[v], sizeof(VT));                                          \\
+                memcpy(t2 + v * L, &b2[v], sizeof(VT));                                          \\
+                memcpy(ta + v * L, &a1[v], sizeof(VI));                                          \\
+            }                                                                                    \\
+            for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
+                best[i0 + b] = (double)t1[b];                                                    \\
+                second[i0 + b] = (double)t2[b];                                                  \\
+                arg[i0 + b] = (int)ta[b];                                                        \\
+            }                                                                                    \\
+        }                                                                                        \\
+    }                                                                                            \\
+    static int NAME(const T* X, Py_ssize_t m, Py_ssize_t m_ahead, Py_ssize_t d, Py_ssize_t k,     \\
+                    const T* BT, const T* e, void* scratch, double* best, double* second,        \\
+                    int* arg, const double* w, int weighted, const double* mu, double* sq) {     \\
+        if (!fastfc_has_avx512_fma()) return 0;                                                  \\
+        NAME##_avx512(X, m, m_ahead, d, k, BT, e, scratch, best, second, arg, w, weighted, mu, sq); \\
+        return 1;                                                                                \\
+    }
     static int fastfc_has_avx512_fma(void) {
     #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
         static int known = -1;
@@ -401,12 +540,29 @@ cdef extern from *:
         return 0;
     #endif
     }
-    FASTFC_SCREEN(fastfc_screen_f64, fastfc_direct_f64, fastfc_exact_one_f64, fastfc_exact_row_f64, double,
+    FASTFC_SCREEN(fastfc_screen_f64, fastfc_direct_f64, fastfc_exact_one_f64, fastfc_exact_row_f64,
+                  fastfc_screen_core_f64, double,
                   fastfc_v8d, fastfc_v8l, long long, 8, fastfc_transpose_f64, DBL_EPSILON, DBL_MIN, DBL_MAX)
-    FASTFC_SCREEN(fastfc_screen_f32, fastfc_direct_f32, fastfc_exact_one_f32, fastfc_exact_row_f32, float,
+    FASTFC_SCREEN(fastfc_screen_f32, fastfc_direct_f32, fastfc_exact_one_f32, fastfc_exact_row_f32,
+                  fastfc_screen_core_f32, float,
                   fastfc_v16f, fastfc_v16i, int, 16, fastfc_transpose_f32, FLT_EPSILON, FLT_MIN, FLT_MAX)
+    FASTFC_ROUND_SCREEN(fastfc_round_screen_f64, fastfc_screen_core_f64, fastfc_sqn_lanes_f64, double, fastfc_v8d, fastfc_v8l, long long, 8,
+                        fastfc_transpose_f64)
+    FASTFC_ROUND_SCREEN(fastfc_round_screen_f32, fastfc_screen_core_f32, fastfc_sqn_lanes_f32, float, fastfc_v16f, fastfc_v16i, int, 16,
+                        fastfc_transpose_f32)
     """
     Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) noexcept nogil
+    int fastfc_has_avx512_fma() noexcept nogil
+    int fastfc_round_screen_f64(const double* X, Py_ssize_t m, Py_ssize_t m_ahead, Py_ssize_t d, Py_ssize_t k,
+                                const double* BT,
+                                const double* e, void* scratch, double* best, double* second,
+                                int* arg, const double* w, int weighted, const double* mu,
+                                double* sq) noexcept nogil
+    int fastfc_round_screen_f32(const float* X, Py_ssize_t m, Py_ssize_t m_ahead, Py_ssize_t d, Py_ssize_t k,
+                                const float* BT,
+                                const float* e, void* scratch, double* best, double* second,
+                                int* arg, const double* w, int weighted, const double* mu,
+                                double* sq) noexcept nogil
     Py_ssize_t fastfc_screen_scratch(Py_ssize_t d, Py_ssize_t k) noexcept nogil
     Py_ssize_t fastfc_screen_f64(const double* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* CT,
                                  void* scratch, int* labels, double* mindist) noexcept nogil
@@ -1221,11 +1377,11 @@ cdef bint _alloc_work(LloydWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k
 
 cdef extern from *:
     """
-    /* Row loops of the refinement-round kernel, also compiled for AVX2 where the compiler can
+    /* Row loops of the refinement-round kernel, also compiled for AVX-512 and AVX2 where the compiler can
        (function clones picked at load time by the CPU; no FMA is enabled, so every sum and product
        is rounded as in the baseline build: the clones give the same bits). */
     #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 8
-    #define FASTFC_CLONES __attribute__((target_clones("avx2", "default")))
+    #define FASTFC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
     #else
     #define FASTFC_CLONES
     #endif
@@ -1297,6 +1453,10 @@ cdef struct RoundProblem:
     Py_ssize_t k
     bint weighted
     int path             # 1 float64 screen, 2 float32 screen (float32 rows only)
+    bint fma             # screen with fastfc_round_screen_* (FMA) instead of BLAS where the chunk allows
+    const double* BT64   # (d, k) B64 transposed (FMA screen, float64 rows)
+    const float* BT32    # (d, k) B32 transposed (FMA screen, float32 rows)
+    const float* e32f    # (k,) float32(e32) (FMA screen, float32 rows)
 
 
 cdef struct RoundWork:
@@ -1307,6 +1467,9 @@ cdef struct RoundWork:
     int* pidx      # chunk x k
     double* sq     # chunk: ||x w - mu||^2 of each row
     int* lab       # chunk: the rows' labels
+    double* b1     # chunk: FMA screen, each row's smallest screened value
+    double* b2     # chunk: FMA screen, each row's second smallest
+    void* scr      # FMA screen scratch (one transposed block of rows)
 
 
 @cython.boundscheck(False)
@@ -1351,6 +1514,100 @@ cdef void _round_gemm64(const rowfloat* rows, Py_ssize_t m, Py_ssize_t d, Py_ssi
         x64 = <double*>rows
     # row-major G (m x k, G[r k + j] = x_r . B_j), i.e. column-major B64 (d x k)^T rows (d x m)
     dgemm(&transa, &transb, &ki, &mi, &di, &one, <double*>B64, &di, x64, &di, &zero, W.G, &ki)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef bint _round_chunk_fma(
+    const rowfloat* rows,
+    Py_ssize_t m,
+    Py_ssize_t m_ahead,
+    RoundProblem* P,
+    RoundWork* W,
+    long long* counts,
+    double* sums,
+    double* qsum,
+) noexcept nogil:
+    """:func:`_round_block` on one chunk (``m`` contiguous rows; ``m_ahead`` >= ``m`` of them readable, for
+    prefetching) through the FMA screen; False: nothing done (the caller's BLAS screen then runs).
+
+    The chunk is done here when the CPU has AVX-512 and FMA and the chunk's magnitudes keep every
+    screened value far from overflow (else the caller's BLAS screen runs: infinite rows and
+    near-overflow magnitudes keep their old handling). ``fastfc_round_screen_*`` gives, per row,
+    the centred squared norm (with the bits of ``fastfc_sqnorms_*``, which the BLAS path uses)
+    and the screen's smallest and second smallest value (on the raw rows against
+    ``BT64``/``BT32``, the BLAS path's operands transposed). A row whose second smallest value exceeds the smallest
+    by more than the rounding-error bound (the BLAS path's slack for the same operands, plus, in
+    float32, the roundings of ``e32`` and of the subtraction) takes the screen's prototype; any
+    other row takes the least exact distance (:func:`_exact_dist`) over all prototypes, ties to
+    the lowest index. Both are the exact argmin, the BLAS path's label; counts, ``qsum`` and sums
+    are then added in row order exactly as there.
+    """
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    cdef Py_ssize_t r, j, best_j
+    cdef const rowfloat* x
+    cdef double infl = 1.0 + (d + 4) * DBL_EPSILON
+    cdef double xmax, xs, slack, best_d, dd, c1, c2, c3, c4, cadd
+    cdef int c
+    if rowfloat is float:
+        if P.path != 2:
+            return False
+        if not fastfc_round_screen_f32(rows, m, m_ahead, d, k, P.BT32, P.e32f, W.scr, W.b1, W.b2, W.lab,
+                                       P.w, P.weighted, P.mu, W.sq):
+            return False
+    else:
+        if not fastfc_round_screen_f64(rows, m, m_ahead, d, k, P.BT64, P.e64, W.scr, W.b1, W.b2, W.lab,
+                                       P.w, P.weighted, P.mu, W.sq):
+            return False
+    xmax = 0.0  # the largest squared norm (as fastfc_sqnorms_* returns it: a NaN row is skipped)
+    for r in range(m):
+        xmax = W.sq[r] if W.sq[r] > xmax else xmax
+    xmax = sqrt(xmax) * infl + P.mu_norm  # bound of ||x w|| over the chunk (NaN: not below anything)
+    if rowfloat is float:
+        # float32 products and screened values stayed far below FLT_MAX (|x.B32_j| <= ||x w|| ||C_j - mu||;
+        # the caller bounds ||C_j - mu||^2 + 2 ||mu|| ||C_j - mu||, hence |e32f_j|)
+        if not (xmax < 1e18 and xmax * P.cmaxs < 1e36):
+            return False
+        # the BLAS path's float32 slack (products, float64 roundings, float32 underflow), plus the
+        # float32 roundings of e32 and of e32f - 2 s: twice eps32 (|e32_j| + |s_j|) per pair of values
+        # (doubled again for the roundings of the bound), and their underflow
+        c1 = 2 * (d + 3) * <double>FLT_EPSILON * P.cmaxs
+        c2 = P.cmax + P.cmaxs
+        c4 = 4 * <double>FLT_EPSILON * P.cmaxs
+        cadd = 8 * (d + 1) * F32_TINY + 4 * <double>FLT_EPSILON * P.cmaxs * (P.cmaxs + 2 * P.mu_norm) + 8 * F32_TINY
+    else:
+        if not xmax < 1e100:
+            return False
+        # the BLAS path's float64 slack: the screened value (any summation order, fused or not) and
+        # the exact distance each within (d + 5) u (||x w|| + ||C_j||)^2
+        c1 = 0.0
+        c2 = P.cmax
+        c4 = 0.0
+        cadd = 0.0
+    c3 = 2 * (d + 6) * DBL_EPSILON
+    for r in range(m):
+        xs = sqrt(W.sq[r]) * infl + P.mu_norm
+        slack = (c1 + c4) * xs + c3 * (xs + c2) * (xs + c2) + cadd
+        if not (W.b2[r] > W.b1[r] + slack):
+            x = rows + r * d
+            best_j = 0
+            best_d = _exact_dist(x, P.C, P.w, P.weighted, d)
+            for j in range(1, k):
+                dd = _exact_dist(x, P.C + j * d, P.w, P.weighted, d)
+                if dd < best_d:
+                    best_d = dd
+                    best_j = j
+            W.lab[r] = <int>best_j
+        c = W.lab[r]
+        counts[c] += 1
+        qsum[c] += W.sq[r]
+    if rowfloat is float:
+        fastfc_accumulate_f32(rows, m, d, W.lab, sums)
+    else:
+        fastfc_accumulate_f64(rows, m, d, W.lab, sums)
+    return True
 
 
 @cython.boundscheck(False)
@@ -1418,6 +1675,10 @@ cdef void _round_block(
                 for z in range(d):
                     dst[r * d + z] = X[start + r, z]
             rows = dst
+        if P.fma and _round_chunk_fma(rows, m, row_stop - start if rows_in_place else m, P, W, counts, sums,
+                                      qsum):
+            start = stop
+            continue
         # the products first (BLAS streams the rows in), the norms then read them from the cache
         f32 = False
         if rowfloat is float:
@@ -1504,6 +1765,9 @@ cdef void _free_round_work(RoundWork* W) noexcept nogil:
     free(W.pidx)
     free(W.sq)
     free(W.lab)
+    free(W.b1)
+    free(W.b2)
+    free(W.scr)
 
 
 cdef bint _alloc_round_work(RoundWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k) noexcept nogil:
@@ -1515,8 +1779,11 @@ cdef bint _alloc_round_work(RoundWork* W, Py_ssize_t chunk, Py_ssize_t d, Py_ssi
     W.pidx = <int*>malloc((chunk * k + 1) * sizeof(int))
     W.sq = <double*>malloc((chunk + 1) * sizeof(double))
     W.lab = <int*>malloc((chunk + 1) * sizeof(int))
+    W.b1 = <double*>malloc((chunk + 1) * sizeof(double))
+    W.b2 = <double*>malloc((chunk + 1) * sizeof(double))
+    W.scr = malloc(fastfc_direct_scratch(d))
     return not (W.rows == NULL or W.rows64 == NULL or W.G == NULL or W.G32 == NULL or W.pidx == NULL
-                or W.sq == NULL or W.lab == NULL)
+                or W.sq == NULL or W.lab == NULL or W.b1 == NULL or W.b2 == NULL or W.scr == NULL)
 
 
 # --------------------------------------------------------------------------------------
@@ -1788,6 +2055,10 @@ def lloyd_round_kernel(
     long long[::1] counts,
     double[:, ::1] sums,
     double[::1] qsum,
+    const double[:, ::1] BT64,
+    const float[:, ::1] BT32,
+    const float[::1] e32f,
+    bint fma,
     Py_ssize_t n_blocks,
     int n_threads=1,
     Py_ssize_t chunk_size=256,
@@ -1822,6 +2093,13 @@ def lloyd_round_kernel(
         1: float64 screen; 2: float32 screen (float32 rows; chunks whose magnitudes could
         overflow float32 take the float64 one). Both give the same labels.
     counts, sums, qsum : (k,), (k, d), (k,) zeroed outputs
+    BT64 : (d, k) ``B64`` transposed (FMA screen)
+    BT32 : (d, k) ``B32`` transposed (FMA screen, float32 rows on ``path`` 2)
+    e32f : (k,) ``e32`` rounded to float32 (FMA screen; ``|e32|`` must be below about 1e36)
+    fma : bool
+        Screen with fused multiply-adds on the rows in the lanes of vectors (AVX-512 and FMA
+        CPUs only; elsewhere, and for chunks with NaN, infinite or very large values, the BLAS
+        screen runs): the same labels, counts, sums and ``qsum``.
     n_blocks : int
     n_threads : int
         OpenMP threads. BLAS must be single-threaded.
@@ -1850,6 +2128,10 @@ def lloyd_round_kernel(
     P.k = k
     P.weighted = weighted
     P.path = path
+    P.fma = fma
+    P.BT64 = &BT64[0, 0]
+    P.BT32 = &BT32[0, 0]
+    P.e32f = &e32f[0]
     # C-contiguous rows are screened in place (else copied chunk by chunk)
     rows_in_place = (d > 0 and X.strides[1] == sizeof(rowfloat)
                      and X.strides[0] == d * <Py_ssize_t>sizeof(rowfloat))
