@@ -8,6 +8,8 @@ import numpy as np
 
 #: the workspace's shared folder (datasets, reference results); ``FASTFC_SHARED`` overrides it
 SHARED = Path(os.environ.get("FASTFC_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+#: Fashion-MNIST's IDX files: ``FASTFC_FASHION_MNIST``, else ``SHARED / "datasets" / "fashion_mnist"``
+FASHION_MNIST = os.environ.get("FASTFC_FASHION_MNIST", str(SHARED / "datasets" / "fashion_mnist"))
 
 
 def parse_seeds(text: str) -> list[int]:

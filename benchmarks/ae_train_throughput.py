@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import run_with_out  # noqa: E402
+from _shared import FASHION_MNIST  # noqa: E402
 
 _REPO = Path(__file__).resolve().parents[1]
 HIDDEN = (100, 64, 32, 64, 100)
@@ -435,8 +435,7 @@ def main(argv=None) -> int:
     ap.add_argument("--conc-epochs", type=int, default=2)
     ap.add_argument("--n-jobs", default="1,2")
     ap.add_argument("--fedavg", action="store_true", help="also run section 4 (a small FedCRef run)")
-    ap.add_argument("--data", default=os.environ.get("FASTFC_FASHION_MNIST",
-                                                     str(_REPO.parent / "shared" / "datasets" / "fashion_mnist")))
+    ap.add_argument("--data", default=FASHION_MNIST)
     ap.add_argument("--fa-clients", type=int, default=6)
     ap.add_argument("--fa-per-class", type=int, default=200)
     ap.add_argument("--fa-dirtiness", type=float, default=0.3)

@@ -8,7 +8,7 @@ iteration, per client), with its peak memory.
 
 Against the number of clients (10 / 25 / 40), on a small federation that runs in asv's quick mode
 (synthetic 64-feature data in [0, 1], 3-4 clusters of 100 rows per client, AE (32, 16, 32), 10 local
-epochs, 2 FedAvg rounds, theta = 0.5, so that groups form): ``FederationCrossEvaluation`` times the
+epochs, 2 FedAvg rounds, FedCRef's default association test, under which groups form): ``FederationCrossEvaluation`` times the
 whole cross-evaluation step of one iteration (every client's error table against the model set of all clients, and its association
 scores, through the public round API), ``WholeIteration`` one whole FedCRef iteration (local
 training, cross-evaluation and association, FedAvg, refinement; ``max_iter=1``), both with peak
@@ -58,7 +58,7 @@ class CrossEvaluation:
 
 
 SMALL = dict(hidden_layer_sizes=(32, 16, 32), local_epochs=10, fl_rounds=2, fl_epochs=1, fl_first_epochs=1,
-             theta=0.5, learning_rate=5e-3, n_jobs=1)
+             learning_rate=5e-3, n_jobs=1)
 
 
 def _small_federation(n_clients, seed=0):

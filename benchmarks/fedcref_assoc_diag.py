@@ -45,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import run_with_out  # noqa: E402
+from _shared import FASHION_MNIST  # noqa: E402
 
 FMNIST = ("T-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")
 
@@ -265,8 +266,7 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.environ.get("FASTFC_FASHION_MNIST", str(
-        Path(__file__).resolve().parents[2] / "shared" / "datasets" / "fashion_mnist")))
+    ap.add_argument("--data", default=FASHION_MNIST)
     ap.add_argument("--cache", default=os.environ.get("FASTFC_DIAG_CACHE", "/tmp/fastfc_fedcref_diag"))
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--per-class", type=int, default=500)

@@ -8,7 +8,6 @@ alpha = 75). Same-class pairs should fall below theta = 0.15 and different-class
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import run_with_out  # noqa: E402
+from _shared import FASHION_MNIST  # noqa: E402
 
 
 def run(args) -> int:
@@ -51,8 +51,7 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data", default=os.environ.get("FASTFC_FASHION_MNIST", str(
-        Path(__file__).resolve().parents[2] / "shared" / "datasets" / "fashion_mnist")))
+    ap.add_argument("--data", default=FASHION_MNIST)
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--rows", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)

@@ -15,7 +15,7 @@ Configurations:
   and plateau_window = 5 so that the run goes on after the first clients freeze (the case the
   cache is for).
 - ``fmnist``: Fashion-MNIST with the paper's simulation (``--clients``, ``--per-class``, K_i in
-  [2, 5]), dirty-uniform d = ``--dirtiness``, the paper's AE (100, 64, 32, 64, 100), theta = 0.15,
+  [2, 5]), dirty-uniform d = ``--dirtiness``, the paper's AE (100, 64, 32, 64, 100), FedCRef's default association test,
   ``--epochs`` local epochs, ``--fl-rounds`` FedAvg rounds.
 
 Usage::
@@ -25,7 +25,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import run_with_out  # noqa: E402
+from _shared import FASHION_MNIST  # noqa: E402
 
 
 def _digits(seed: int):
@@ -52,7 +52,7 @@ def _digits(seed: int):
         yc.append(y[idx])
         init.append(np.unique(y[idx], return_inverse=True)[1] if c == 0 else dirty_labels(y[idx], 0.3, rng))
     params = dict(hidden_layer_sizes=(32, 16, 32), local_epochs=40, fl_rounds=3, fl_epochs=10, fl_first_epochs=5,
-                  max_iter=6, theta=0.35, learning_rate=5e-3, tau=0.95, plateau_window=5)
+                  max_iter=6, learning_rate=5e-3, tau=0.95, plateau_window=5)
     return Xc, init, params
 
 
@@ -63,7 +63,7 @@ def _fmnist(seed: int, args):
     idx, sets = simulate_fedcref_clients(y, args.clients, samples_per_class=args.per_class, random_state=seed)
     rng = np.random.default_rng(1000 + seed)
     init = [dirty_labels(y[i], args.dirtiness, rng, s) for i, s in zip(idx, sets)]
-    params = dict(local_epochs=args.epochs, fl_rounds=args.fl_rounds, max_iter=args.max_iter, theta=0.15)
+    params = dict(local_epochs=args.epochs, fl_rounds=args.fl_rounds, max_iter=args.max_iter)
     return [X[i] for i in idx], init, params
 
 
@@ -118,9 +118,7 @@ def run(args) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", default="digits,fmnist")
-    ap.add_argument("--data", default=os.environ.get("FASTFC_FASHION_MNIST",
-                                                     str(Path(__file__).resolve().parents[2] / "shared" / "datasets"
-                                                         / "fashion_mnist")))
+    ap.add_argument("--data", default=FASHION_MNIST)
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--per-class", type=int, default=100)
     ap.add_argument("--epochs", type=int, default=10)

@@ -11,7 +11,6 @@ numbered after the sorted true classes).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import run_with_out  # noqa: E402
+from _shared import FASHION_MNIST  # noqa: E402
 
 
 def run(args) -> int:
@@ -67,8 +67,7 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.environ.get("FASTFC_FASHION_MNIST", str(
-        Path(__file__).resolve().parents[2] / "shared" / "datasets" / "fashion_mnist")))
+    ap.add_argument("--data", default=FASHION_MNIST)
     ap.add_argument("--classes0", default="0,2,3,6,8")
     ap.add_argument("--classes1", default="2,4,6")
     ap.add_argument("--dirtiness", type=float, default=0.3)

@@ -13,7 +13,6 @@ difference between fastfc's float32 error table and an independent float64 NumPy
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import run_with_out  # noqa: E402
+from _shared import FASHION_MNIST  # noqa: E402
 
 
 def _errors64(w, lay, X):
@@ -85,8 +85,7 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.environ.get("FASTFC_FASHION_MNIST", str(
-        Path(__file__).resolve().parents[2] / "shared" / "datasets" / "fashion_mnist")))
+    ap.add_argument("--data", default=FASHION_MNIST)
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--budgets", default="200x10,500x30")
     ap.add_argument("--seed", type=int, default=0)
