@@ -4,7 +4,8 @@
 One worker process per checkout (each imports the ``fastfc`` of its own tree, as
 ``ab_timing.py`` does); for every estimator the two are asked in turn, the order swapped every
 round, to fit one client (``fit(X)``, a 10-cluster Gaussian mixture, ``n_clusters=10``,
-``random_state=0``, JIT warm) with ``n_jobs=1`` and then ``n_jobs=2``. Each cell is the median
+``random_state=0``, JIT warm; ``--clients C``: the rows cut into ``C`` equal consecutive clients,
+``fit_clients``) with ``n_jobs=1`` and then ``n_jobs=2``. Each cell is the median
 over the rounds of: wall seconds, process CPU seconds (all threads) and main-thread CPU seconds
 (the thread that runs the fit). Alternating in one run puts both checkouts under the same load,
 which on this shared machine changes from minute to minute; the CPU columns are the ones to
@@ -31,7 +32,7 @@ from _provenance import run_with_out
 
 ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC"]
 
-#: the worker: reads "estimator n d", fits n_jobs=1 then 2, answers JSON {nj: [wall, cpu, main, hash]}
+#: the worker: reads "estimator n d clients", fits n_jobs=1 then 2, answers JSON {nj: [wall, cpu, main, hash]}
 _WORKER = r"""
 import hashlib, json, sys, time
 import numpy as np
@@ -39,11 +40,12 @@ import fastfc
 from fastfc.datasets import make_gaussian_mixture
 data = {}
 for line in sys.stdin:
-    name, n, d = line.split()
+    name, n, d, c = line.split()
     key = (int(n), int(d))
     if key not in data:
         data[key] = make_gaussian_mixture(key[0], key[1], 10, random_state=0)[0]
     X = data[key]
+    Xc = np.array_split(X, int(c)) if int(c) > 1 else None
     Est = getattr(fastfc, name)
     if name not in data:
         data[name] = Est(n_clusters=10, random_state=0).fit(X[:2000])  # compile / warm
@@ -52,7 +54,8 @@ for line in sys.stdin:
     out = {}
     for nj in (1, 2):
         t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
-        est = Est(n_clusters=10, random_state=0, n_jobs=nj).fit(X)
+        est = Est(n_clusters=10, random_state=0, n_jobs=nj)
+        est = est.fit(X) if Xc is None else est.fit_clients(Xc)
         t = [time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - m0]
         h = hashlib.sha1(np.ascontiguousarray(est.labels_).tobytes()
                          + np.ascontiguousarray(est.cluster_centers_).tobytes()).hexdigest()[:12]
@@ -69,9 +72,11 @@ def run(args) -> int:
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for name, tree in trees.items()
     }
-    print("# One client, n_jobs=2 against n_jobs=1: two checkouts side by side\n")
+    who = "one client (`fit(X)`)" if args.clients == 1 else f"{args.clients} equal clients (`fit_clients`)"
+    print(f"# {'One client' if args.clients == 1 else f'{args.clients} clients'}, n_jobs=2 against n_jobs=1: "
+          "two checkouts side by side\n")
     print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}). {args.n} rows x "
-          f"{args.d} features (10-cluster Gaussian mixture, seed 0), one client (`fit(X)`), `n_clusters=10`, "
+          f"{args.d} features (10-cluster Gaussian mixture, seed 0), {who}, `n_clusters=10`, "
           f"`random_state=0`, JIT warm; the two checkouts alternate (order swapped every round), medians of "
           f"{args.rounds} rounds. wall, CPU (process, all threads) and main-thread CPU in ms for n_jobs=1 / "
           "n_jobs=2; `speed-up` = wall(1) / wall(2) (target >= 1.7); `bounded est.` = main(1) / max(main(2), "
@@ -86,7 +91,7 @@ def run(args) -> int:
             res = {"old": [], "new": []}
             for r in range(args.rounds):
                 for tree in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                    procs[tree].stdin.write(f"{name} {args.n} {args.d}\n")
+                    procs[tree].stdin.write(f"{name} {args.n} {args.d} {args.clients}\n")
                     procs[tree].stdin.flush()
                     res[tree].append(json.loads(procs[tree].stdout.readline()))
             hashes = {x[nj][3] for tree in res for x in res[tree] for nj in ("1", "2")}
@@ -114,6 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--estimators", default=",".join(ESTIMATORS))
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--d", type=int, default=10)
+    ap.add_argument("--clients", type=int, default=1, help="1: fit(X); more: fit_clients of equal parts")
     ap.add_argument("--rounds", type=int, default=5)
     return run_with_out(ap, argv, run)
 
