@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._kernels._assign import assign_nearest_gemm_kernel, assign_nearest_kernel, openmp_enabled
-from ._parallel import effective_n_jobs, limit_blas_threads
+from ._parallel import effective_n_jobs, kernel_threads, limit_blas_threads
 
 __all__ = ["assign_nearest", "openmp_enabled"]
 
@@ -136,7 +136,8 @@ def assign_nearest(
     weights : array-like of shape (n_prototypes, n_features), default=None
         Non-negative per-prototype feature weights.
     n_jobs : int, default=None
-        Threads of the compiled kernel (None = 1, -1 = all cores).
+        Threads of the compiled kernel (None = 1, -1 = all cores); one thread for fewer than
+        :data:`fastfc._parallel.PARALLEL_MIN_WORK` rows x prototypes x features (the same result).
     return_distances : bool, default=False
         Also return the minimal (weighted) squared distance of each row.
     check_finite : bool, default=True
@@ -190,8 +191,8 @@ def assign_nearest(
             raise ValueError("weights must be non-negative")
     n = X.shape[0]
     labels = np.empty(n, dtype=np.int32)
-    n_threads = effective_n_jobs(n_jobs)
     d, k = C.shape[1], C.shape[0]
+    n_threads = kernel_threads(n_jobs, n * k * d)  # a small pass on one thread (the same labels)
     if W is None and use_gemm(d, k, dtype):
         dist = np.empty(n, dtype=dtype)
         cn, cmax = gemm_norms(C)

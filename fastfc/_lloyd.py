@@ -18,7 +18,7 @@ import numpy as np
 
 from ._assign import GEMM_MIN_FEATURES, _as_float_2d, gemm_norms
 from ._kernels._assign import lloyd_round_kernel, lloyd_stats_kernel
-from ._parallel import effective_n_jobs, limit_blas_threads
+from ._parallel import effective_n_jobs, kernel_threads, limit_blas_threads
 
 __all__ = ["lloyd_stats", "n_blocks", "use_fma_screen", "use_screen"]
 
@@ -119,7 +119,8 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1, exact_inertia=True
         Non-negative finite factor of each feature in distances; ``None`` or an
         empty array means raw units.
     n_jobs : int or None, default=1
-        Threads of the kernel (``None`` = 1, ``-1`` = all cores). BLAS is held
+        Threads of the kernel (``None`` = 1, ``-1`` = all cores; one thread for fewer than
+        :data:`fastfc._parallel.PARALLEL_MIN_WORK` rows x centres x features). BLAS is held
         to one thread meanwhile (a process-wide limit: callers running several
         clients in threads should hold ``fastfc._parallel.limit_blas_threads(1)``
         around them, as fastfc's estimators do).
@@ -181,7 +182,7 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1, exact_inertia=True
         C = np.ascontiguousarray(C * w)  # the same product as nearest_weighted's
     else:
         w = np.zeros(0, dtype=np.float64)
-    n_threads = effective_n_jobs(n_jobs)
+    n_threads = kernel_threads(n_jobs, n * k * d)  # a small pass on one thread (the same bits)
     counts = np.zeros(k, dtype=np.int64)
     sums = np.zeros((k, d), dtype=np.float64)
     inertia = np.zeros(k, dtype=np.float64)

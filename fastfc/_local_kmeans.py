@@ -27,7 +27,7 @@ import numpy as np
 
 from ._assign import assign_nearest
 from ._lloyd import lloyd_stats
-from ._parallel import effective_n_jobs, limit_blas_threads
+from ._parallel import effective_n_jobs, kernel_threads, limit_blas_threads
 
 __all__ = ["kmeanspp", "lloyd", "n_trials_for", "mean_feature_variance", "use_threaded_engine",
            "THREADED_MIN_ELEMENTS", "subsample_size", "subsample_rows", "SUBSAMPLE_MIN", "SUBSAMPLE_PER_CLUSTER",
@@ -79,6 +79,10 @@ def subsample_rows(n_samples: int, size: int, rng: np.random.Generator) -> np.nd
 
 #: rows per chunk of the seeding kernel's distance pass (a chunk stays in cache across candidates)
 SEED_CHUNK = 1024
+#: a seeding step runs on several threads from this many multiply-adds (rows x features x candidates):
+#: one step's region, with a serial part of about ``n (n_trials + 2)`` additions after it, so a lower
+#: bound than :data:`fastfc._parallel.PARALLEL_MIN_WORK` (2,000 x 50 rows, k = 50, keep their threads)
+SEED_PARALLEL_MIN_WORK = 1 << 18
 
 
 def n_trials_for(n_clusters: int) -> int:
@@ -128,7 +132,10 @@ def kmeanspp(X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, n_jobs
     closest = np.empty(n)
     cand = np.empty((n_trials, n))
     cum = np.empty(n)
-    kmeanspp_kernel(X, uniforms, n_trials, seeds, closest, cand, cum, effective_n_jobs(n_jobs), SEED_CHUNK)
+    # each step is one parallel region over the rows' distances to its candidates: a step of a small
+    # X (a subsample's 2,000 rows) runs on one thread (the seeds do not depend on it)
+    n_threads = kernel_threads(n_jobs, n * X.shape[1] * n_trials, SEED_PARALLEL_MIN_WORK)
+    kmeanspp_kernel(X, uniforms, n_trials, seeds, closest, cand, cum, n_threads, SEED_CHUNK)
     return seeds
 
 

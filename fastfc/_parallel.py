@@ -22,7 +22,8 @@ from ._warnings import carry_caller, warn_caller
 
 __all__ = ["resolve_entropy", "phase_entropy", "RandomStateWarning", "client_rng", "server_rng", "sklearn_seed",
            "effective_n_jobs", "ThreadPlan", "plan_threads", "pinned_worker",
-           "limit_blas_threads", "limit_openmp_this_thread", "map_clients"]
+           "limit_blas_threads", "limit_openmp_this_thread", "map_clients", "helper_pool", "kernel_threads",
+           "PARALLEL_MIN_WORK"]
 
 T = TypeVar("T")
 _CLIENT_STREAM = 0
@@ -117,6 +118,23 @@ def effective_n_jobs(n_jobs) -> int:
     return int(n_jobs)
 
 
+#: a compiled kernel's pass over a client's rows runs on more than one thread only from about this many
+#: multiply-adds (rows x centres x features): below it a pass takes well under a millisecond on one
+#: thread, and waking a second thread for it, then waiting for it at the region's end, costs about as
+#: much as it saves on an idle machine and many times more under load (a thread that waits for a core
+#: holds up the region: k-means++ seeding of a 2,000-row subsample, k = 50, took 72 ms on two threads
+#: against 1.2 ms on one at load ~4; issue 15). The kernels' results do not depend on their thread
+#: count, so the choice changes only the speed; it depends on the shape only.
+PARALLEL_MIN_WORK = 1 << 20
+
+
+def kernel_threads(n_jobs, work: int, min_work: int = PARALLEL_MIN_WORK) -> int:
+    """Threads of one compiled pass of about ``work`` multiply-adds: ``effective_n_jobs(n_jobs)``
+    from ``min_work`` on, else 1 (see :data:`PARALLEL_MIN_WORK`)."""
+    n = effective_n_jobs(n_jobs)
+    return n if n > 1 and work >= min_work else 1
+
+
 class ThreadPlan(NamedTuple):
     """How ``n_jobs`` cores are shared: client threads, native threads of each, native threads of the server."""
 
@@ -202,6 +220,41 @@ def map_clients(
             if progress is not None:
                 progress(done, n_clients)
     return results
+
+
+#: the process's helper threads (:func:`helper_pool`), the pid that made them, and the helpers' mark
+_helpers: ThreadPoolExecutor | None = None
+_helpers_pid = -1
+_helpers_lock = threading.Lock()
+_in_helper = threading.local()
+
+
+def _mark_helper() -> None:
+    _in_helper.flag = True
+
+
+def helper_pool() -> ThreadPoolExecutor | None:
+    """The process's persistent helper threads for work a client hands off within its own budget
+    (row halves of an elementwise pass, a test beside the local k-means), or ``None`` in a helper
+    thread itself (nested hand-offs then run inline, so a helper never waits for another).
+
+    Made once per process (again after a fork, whose child has none of its parent's threads) with
+    up to ``os.cpu_count()`` threads, which stay idle between calls: a hand-off then costs a
+    wake-up, not a thread start (a new pool per call cost a thread start and join each time, and
+    under load the start waits for a core: 13 ms of a 100 ms FeCA fit at load ~4; issue 15).
+    Callers bound how many tasks they submit at once (their share of ``n_jobs``).
+    """
+    global _helpers, _helpers_pid
+    if getattr(_in_helper, "flag", False):
+        return None
+    pid = os.getpid()
+    if _helpers is None or _helpers_pid != pid:
+        with _helpers_lock:
+            if _helpers is None or _helpers_pid != pid:
+                _helpers = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
+                                              thread_name_prefix="fastfc-helper", initializer=_mark_helper)
+                _helpers_pid = pid
+    return _helpers
 
 
 _controller = None

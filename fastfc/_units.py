@@ -55,19 +55,30 @@ SPLIT_MIN_ELEMENTS = 1 << 18
 
 def _run_parts(fn, parts: list, n_jobs) -> list:
     """``[fn(p) for p in parts]``, on up to ``n_jobs`` threads (NumPy and the compiled kernels release
-    the GIL), in order: the calling thread runs the first part itself and up to ``n_jobs - 1`` pool
-    threads the others, so at most ``n_jobs`` threads work at once."""
-    from ._parallel import effective_n_jobs
+    the GIL), in order: the calling thread runs parts ``0, w, 2w, ...`` itself and each of up to
+    ``w - 1 = n_jobs - 1`` persistent helper threads (:func:`fastfc._parallel.helper_pool`) one of the
+    other residues, so at most ``n_jobs`` threads work at once (in a helper thread: all inline)."""
+    from ._parallel import effective_n_jobs, helper_pool
 
     n_workers = min(effective_n_jobs(n_jobs), len(parts))
-    if n_workers <= 1:
+    pool = helper_pool() if n_workers > 1 else None
+    if pool is None:
         return [fn(p) for p in parts]
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import wait
 
-    with ThreadPoolExecutor(max_workers=n_workers - 1) as ex:
-        rest = [ex.submit(fn, p) for p in parts[1:]]
-        first = fn(parts[0])
-        return [first] + [f.result() for f in rest]
+    def share(j):
+        return [fn(p) for p in parts[j::n_workers]]
+
+    rest = [pool.submit(share, j) for j in range(1, n_workers)]
+    try:
+        shares = [share(0)]
+    finally:
+        wait(rest)  # the helpers write into the caller's buffers: never return (or raise) before them
+    shares += [f.result() for f in rest]
+    out = [None] * len(parts)
+    for j, got in enumerate(shares):
+        out[j::n_workers] = got
+    return out
 
 
 def _row_halves(n: int) -> list[slice]:

@@ -56,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -67,7 +67,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
 from ._kernels import _feca as K
-from ._parallel import effective_n_jobs, limit_blas_threads
+from ._parallel import effective_n_jobs, helper_pool, limit_blas_threads
 from ._state import ClientState
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
@@ -547,15 +547,21 @@ def feca_client(
     # seeding (its QR costs ~n d^2, the seeding ~n d k_c n_trials), it runs beside the k-means'
     # first passes only (variance, centring) and the seeding gets the whole budget; otherwise
     # beside the seeding too, which then has one thread fewer.
+    # A large client (``subsample``) seeds on its subsample only, which is cheap, and runs Lloyd on all
+    # rows on one thread (scikit-learn's, :func:`local_kmeans`): the test then runs beside the whole
+    # k-means. It waited before the seeding there too, so at d = 10 the k-means and the test ran one
+    # after the other and n_jobs=2 was slower than 1 (0.91x at 10^5 x 10; issue 15).
     budget = effective_n_jobs(n_threads)
-    beside_seeding = init == "k-means++" and 2 * d >= n_local * (2 + int(np.log(n_local)))
+    beside_seeding = (subsample is not None and subsample < n) or (
+        init == "k-means++" and 2 * d >= n_local * (2 + int(np.log(n_local))))
     with limit_blas_threads(1):
-        with ThreadPoolExecutor(max_workers=1) as ex:
-            whole = ex.submit(_looks_gaussian, X, 2)
+        whole = helper_pool().submit(_looks_gaussian, X, 2)
+        try:
             centers, labels, n_iter = local_kmeans(
                 X, n_local, rng, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                 n_threads=budget - 1 if beside_seeding else budget,
                 _wait_before_seeding=None if beside_seeding else whole, **sub)
+        finally:
             wait([whole])  # the thread is free again: the whole budget for the rest
         res = feca_refine(X, centers, labels, refine=refine, radius=radius, spread=spread, merge=merge,
                           whole_gaussian=whole, n_threads=budget)

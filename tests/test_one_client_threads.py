@@ -57,3 +57,116 @@ def test_shift_scale_threads_is_numpys_formula(dtype):
     mean, scale = X.mean(axis=0), X.std(axis=0) * 0.3
     for nj in (1, 2, -1):
         np.testing.assert_array_equal(shift_scale_threads(X, mean, scale, nj), (X - mean) / scale)
+
+
+def test_run_parts_in_order_within_the_budget_and_nested_inline():
+    """``_run_parts`` returns the parts' results in order for any budget and number of parts, runs at
+    most ``n_jobs`` of them at once (the caller and ``n_jobs - 1`` helper threads), and a hand-off from
+    a helper thread runs inline (it never waits for another helper, so it cannot deadlock)."""
+    import threading
+    import time
+
+    from fastfc._units import _run_parts
+
+    for n_jobs in (1, 2, 3, -1):
+        for n_parts in (1, 2, 3, 5):
+            assert _run_parts(lambda p: p * p, list(range(n_parts)), n_jobs) == [p * p for p in range(n_parts)]
+    lock = threading.Lock()
+    running = [0, 0]  # now, most at once
+
+    def work(p):
+        with lock:
+            running[0] += 1
+            running[1] = max(running[1], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+        return p
+
+    assert _run_parts(work, list(range(6)), 2) == list(range(6))
+    assert running[1] == 2
+    outer = _run_parts(lambda p: (threading.current_thread().name,
+                                  _run_parts(lambda q: threading.current_thread().name, [0, 1], 2)), [0, 1], 2)
+    helper_name, inner = outer[1]
+    assert helper_name.startswith("fastfc-helper") and inner == [helper_name, helper_name]
+
+
+def test_run_parts_waits_for_its_helpers_before_raising():
+    """An error in the caller's own part is raised only after the helpers' parts finished (they write
+    into the caller's buffers); an error in a helper's part is raised to the caller."""
+    import time
+
+    from fastfc._units import _run_parts
+
+    done = []
+
+    def work(p):
+        if p == 0:
+            raise KeyError("own part")
+        time.sleep(0.05)
+        done.append(p)
+
+    with pytest.raises(KeyError):
+        _run_parts(work, [0, 1], 2)
+    assert done == [1]
+    with pytest.raises(ZeroDivisionError):
+        _run_parts(lambda p: 1 / p, [1, 0], 2)
+
+
+def test_helper_pool_works_in_a_forked_child():
+    """A child forked after the helper threads started gets its own (the parent's are gone there):
+    a threaded pass in the child finishes with the right result."""
+    import os
+
+    from fastfc._units import _run_parts
+
+    assert _run_parts(lambda p: p + 1, [1, 2], 2) == [2, 3]  # the parent's helpers exist
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = False
+        try:
+            ok = _run_parts(lambda p: p * 10, [1, 2, 3], 2) == [10, 20, 30]
+        finally:
+            os.write(w, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert got == b"1"
+
+
+def test_kernel_threads_small_passes_on_one_thread():
+    """A compiled pass below the work threshold runs on one thread whatever ``n_jobs`` is; from the
+    threshold on it gets ``n_jobs``; ``n_jobs`` is validated either way."""
+    from fastfc._parallel import PARALLEL_MIN_WORK, kernel_threads
+
+    assert kernel_threads(2, PARALLEL_MIN_WORK - 1) == 1
+    assert kernel_threads(2, PARALLEL_MIN_WORK) == 2
+    assert kernel_threads(None, 10**9) == 1
+    assert kernel_threads(1, 10**9) == 1
+    with pytest.raises(ValueError):
+        kernel_threads(0, 10)
+
+
+@pytest.mark.parametrize("shape", [(2000, 10, 50), (2048, 10, 10), (8000, 10, 50), (2000, 50, 50)])
+def test_small_and_large_passes_same_bits_for_any_n_jobs(shape):
+    """Seeding, one Lloyd pass and the labelling on both sides of the work thresholds (a 2,000-row
+    subsample at d = 10 runs on one thread, at d = 50 on two) give the same bits for n_jobs 1 and 2."""
+    from fastfc._assign import assign_nearest
+    from fastfc._lloyd import lloyd_stats
+    from fastfc._local_kmeans import kmeanspp
+
+    n, d, k = shape
+    X = _mixture(n, d, 7, n + d)
+    C = X[:: n // k][:k].copy()
+    want = (kmeanspp(X, k, np.random.default_rng(3), n_jobs=1), lloyd_stats(X, C, n_jobs=1),
+            assign_nearest(X, C, n_jobs=1, return_distances=True))
+    got = (kmeanspp(X, k, np.random.default_rng(3), n_jobs=2), lloyd_stats(X, C, n_jobs=2),
+           assign_nearest(X, C, n_jobs=2, return_distances=True))
+    np.testing.assert_array_equal(want[0], got[0])
+    for a, b in zip(want[1] + want[2], got[1] + got[2]):
+        np.testing.assert_array_equal(a, b)
