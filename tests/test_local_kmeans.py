@@ -228,9 +228,9 @@ def test_small_clients_keep_the_one_thread_scikit_learn_steps(monkeypatch):
     assert calls == []
     monkeypatch.setattr(lk, "THREADED_MIN_ELEMENTS", 0)
     big = KFed(n_clusters=4, random_state=0, n_jobs=2).fit(X)
-    assert len(calls) == 5  # local_n_init=5 starts
+    assert len(calls) == 6  # local_n_init=5 starts of local_start_iter=2 iterations, then the best one on
     FedKStarHC(n_clusters=4, micro="kmeans", random_state=0, n_jobs=2).fit(X)
-    assert len(calls) == 6
+    assert len(calls) == 7
     from sklearn.metrics import adjusted_rand_score
     assert adjusted_rand_score(small.labels_, big.labels_) == 1.0  # separated blobs: the same clustering
 

@@ -407,10 +407,13 @@ def test_kept_chain_has_least_cost_and_chains_stop_when_converged(cls):
     w = fitted.feature_weight_
     diff = (X - fitted.cluster_centers_[_nearest(X, fitted.cluster_centers_, w)]) * (1.0 if w is None else w)
     assert float((diff * diff).sum()) <= cost[fitted.refine_chain_] * (1 + 1e-12)
-    # chains that converged stop being sent: the broadcast chains only shrink, and the uploads follow them
+    # chains that converged stop being sent: the running chains broadcast only shrink, and the uploads
+    # follow them; the final broadcast carries the kept chain, which may be one that converged and
+    # stopped before the last running chain hit the round limit (the module's protocol)
     sent = [b[0].chains.tolist() for b in bcs[1:]]
-    assert all(set(later) <= set(earlier) for earlier, later in zip(sent, sent[1:]))
+    assert all(set(later) <= set(earlier) for earlier, later in zip(sent[:-1], sent[1:-1]))
     assert len(sent[-1]) == 1 and bcs[-1][0].final and sent[-1] == [fitted.refine_chain_]
+    assert not any(b[0].final for b in bcs[1:-1])
     for r in range(2, rounds + 1):
         for u in ups[r]:
             assert u.chains.tolist() == sent[r - 2] and u.counts.shape == (len(sent[r - 2]) * 6,)

@@ -124,6 +124,25 @@ def test_kfed_one_local_start_loses_the_closest_pair():
     assert adjusted_rand_score(y, best.labels_) >= 0.99
 
 
+def test_starts_compared_after_two_iterations_find_what_full_starts_find():
+    """The default compares its 5 local starts after ``local_start_iter=2`` Lloyd iterations and runs only
+    the best to convergence (issue 15). Where the local optimum decides the result -- K=20 on one client
+    of 2000 rows, data seeds 0-9 -- it finds every cluster as often as 5 starts to convergence (and more
+    often than one start), with the same mean ARI."""
+    def scores(**kw):
+        out = []
+        for seed in range(10):
+            X_clients, y = make_sanity_case(SanityCase(n_clusters=20, n_clients=1, rows_per_client=2000, seed=seed))
+            out.append(adjusted_rand_score(np.concatenate(y), KFed(n_clusters=20, random_state=seed, **kw)
+                                           .fit_clients(X_clients).labels_))
+        return np.array(out)
+
+    default, full, one = scores(), scores(local_start_iter=None), scores(local_n_init=1)
+    assert KFed().local_start_iter == 2
+    assert (default >= 0.99).sum() >= (full >= 0.99).sum() > (one >= 0.99).sum()
+    assert default.mean() >= full.mean() - 0.005
+
+
 def test_local_starts_keep_the_lowest_inertia():
     """The starts are drawn one after the other from the client's stream, so the first of five is the
     single start: the best of five has at most its inertia."""
@@ -137,6 +156,30 @@ def test_local_starts_keep_the_lowest_inertia():
         return ((X - c[lab]) ** 2).sum()
 
     assert inertia(5) <= inertia(1)
+
+
+@pytest.mark.parametrize("start_iter", [1, 2, 3])
+def test_truncated_starts_continue_the_best_one(start_iter):
+    """``lloyd_best_of(..., start_iter=T)``: every start runs T iterations, and the result is the full
+    run (``start_iter=None`` on that start alone) of the start of lowest inertia after T; without
+    ``start_iter`` it is the best of the full runs, as before."""
+    from fastfc.kfed import _start_init, _top_eigenvectors, lloyd_best_of, lloyd_from
+
+    X, _ = make_sanity_case(replace(BASE, n_clusters=20, n_clients=1, rows_per_client=400, seed=1))
+    X = X[0]
+    V = np.ascontiguousarray(_top_eigenvectors(X.T @ X, 10)[:, ::-1])
+    rng = np.random.default_rng(3)
+    inits = [_start_init(X @ V, V, 20, rng)[0] for _ in range(5)]
+    after = [lloyd_from(X, init, max_iter=start_iter, tol=1e-4)[2] for init in inits]
+    pick = int(np.argmin(after))
+    got = lloyd_best_of(X, inits, max_iter=300, tol=1e-4, start_iter=start_iter)
+    ref = lloyd_from(X, inits[pick], max_iter=300, tol=1e-4)
+    np.testing.assert_array_equal(got[1], ref[1])
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[2], ref[2], rtol=1e-12)
+    full = [lloyd_from(X, init, max_iter=300, tol=1e-4) for init in inits]
+    best = min(range(5), key=lambda i: full[i][2])
+    np.testing.assert_array_equal(lloyd_best_of(X, inits, max_iter=300, tol=1e-4)[1], full[best][1])
 
 
 @pytest.mark.parametrize("seed", range(5))
