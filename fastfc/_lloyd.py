@@ -206,8 +206,7 @@ def _round_stats(X, C, w, weighted, n_threads):
     sums = np.zeros((k, d), dtype=np.float64)
     qsum = np.zeros(k, dtype=np.float64)
     with limit_blas_threads(1):
-        ok = lloyd_round_kernel(X, *ops.args[:12], counts, sums, qsum, *ops.args[12:], n_blocks(n, k, d), n_threads,
-                                LLOYD_CHUNK)
+        ok = lloyd_round_kernel(X, ops.args, counts, sums, qsum, n_blocks(n, k, d), n_threads, LLOYD_CHUNK)
     if not ok:
         raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")
     if not (np.isfinite(sums).all() and np.isfinite(qsum).all()):
@@ -227,7 +226,7 @@ def _raise_not_finite(X):
 
 class _RoundOperands:
     """The centre-side operands of :func:`fastfc._kernels._assign.lloyd_round_kernel` for one round and one row
-    dtype: ``args`` (the kernel's ``C`` .. ``path`` and ``BT64`` .. ``fma``, in its order), and ``mu``, ``Cs``
+    dtype: ``args`` (the kernel's ``ops`` tuple), and ``mu``, ``Cs``
     (the centred centres) and ``cns`` (their squared norms) for the inertia."""
 
     __slots__ = ("args", "mu", "Cs", "cns")
@@ -379,8 +378,7 @@ def lloyd_stats_clients(X_clients, centers, weight=None, *, n_jobs=1, seconds=No
             ok = lloyd_round_clients_kernel(
                 np.array([X.__array_interface__["data"][0] for X in part], dtype=np.int64), rows,
                 np.array([X.strides[0] for X in part], dtype=np.intp),
-                np.array([X.strides[1] for X in part], dtype=np.intp), f32,
-                *ops.args[:12], cnt, sm, qs, *ops.args[12:],
+                np.array([X.strides[1] for X in part], dtype=np.intp), f32, ops.args, cnt, sm, qs,
                 np.array([n_blocks(n, k, d) for n in rows], dtype=np.intp), order, sec, n_threads, LLOYD_CHUNK)
         if not ok:
             raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")

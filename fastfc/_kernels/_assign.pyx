@@ -2043,30 +2043,68 @@ def lloyd_stats_kernel(
                           chunk_size)
 
 
+cdef Py_ssize_t _fill_round_problem(RoundProblem* P, tuple ops) except -1:
+    """Point ``P`` at a round's centre-side operands ``ops`` (the caller keeps the tuple alive); returns ``path``.
+
+    ``ops`` = ``(C, B64, e64, cmax, mu, mu_norm, B32, e32, cmaxs, w, weighted, path, BT64, BT32, e32f, fma)``:
+
+    - ``C`` (k, d) C-contiguous float64 prototypes in distance units (multiplied by ``w`` when weighted);
+    - ``B64`` (k, d) ``C * w`` (``C`` unweighted); ``e64`` (k,) ``||C_j||^2``; ``cmax`` a bound of the
+      norms of ``C``;
+    - ``mu`` (d,) a centre of the prototypes (distance units); ``mu_norm`` a bound of ``||mu||``;
+    - ``B32`` (k, d) float32 ``(C - mu) * w`` (float32 screen; no entry may underflow); ``e32`` (k,)
+      float64 ``||C_j - mu||^2 + 2 mu.(C_j - mu)``; ``cmaxs`` a bound of the norms of ``C - mu``;
+    - ``w`` (d,) feature weights (read only when ``weighted``); ``weighted`` bool;
+    - ``path`` 1: float64 screen; 2: float32 screen (float32 rows; chunks whose magnitudes could
+      overflow float32 take the float64 one). Both give the same labels;
+    - ``BT64`` (d, k) ``B64`` transposed, ``BT32`` (d, k) ``B32`` transposed (float32 rows on path 2),
+      ``e32f`` (k,) ``e32`` rounded to float32 (``|e32|`` below about 1e36): the FMA screen's;
+    - ``fma`` bool: screen with fused multiply-adds on the rows in the lanes of vectors (AVX-512 and
+      FMA CPUs only; elsewhere, and for chunks with NaN, infinite or very large values, the BLAS
+      screen runs): the same labels, counts, sums and ``qsum``.
+    """
+    cdef const double[:, ::1] C = ops[0]
+    cdef const double[:, ::1] B64 = ops[1]
+    cdef const double[::1] e64 = ops[2]
+    cdef const double[::1] mu = ops[4]
+    cdef const float[:, ::1] B32 = ops[6]
+    cdef const double[::1] e32 = ops[7]
+    cdef const double[::1] w = ops[9]
+    cdef const double[:, ::1] BT64 = ops[12]
+    cdef const float[:, ::1] BT32 = ops[13]
+    cdef const float[::1] e32f = ops[14]
+    if len(ops) != 16:
+        raise ValueError(f"a round's operands are 16 values, got {len(ops)}")
+    P.C = &C[0, 0]
+    P.B64 = &B64[0, 0]
+    P.e64 = &e64[0]
+    P.cmax = ops[3]
+    P.mu = &mu[0]
+    P.mu_norm = ops[5]
+    P.B32 = &B32[0, 0]
+    P.e32 = &e32[0]
+    P.cmaxs = ops[8]
+    P.w = &w[0]
+    P.d = C.shape[1]
+    P.k = C.shape[0]
+    P.weighted = ops[10]
+    P.path = ops[11]
+    P.fma = ops[15]
+    P.BT64 = &BT64[0, 0]
+    P.BT32 = &BT32[0, 0]
+    P.e32f = &e32f[0]
+    return P.path
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
 def lloyd_round_kernel(
     const rowfloat[:, :] X,
-    const double[:, ::1] C,
-    const double[:, ::1] B64,
-    const double[::1] e64,
-    double cmax,
-    const double[::1] mu,
-    double mu_norm,
-    const float[:, ::1] B32,
-    const double[::1] e32,
-    double cmaxs,
-    const double[::1] w,
-    bint weighted,
-    int path,
+    tuple ops,
     long long[::1] counts,
     double[:, ::1] sums,
     double[::1] qsum,
-    const double[:, ::1] BT64,
-    const float[:, ::1] BT32,
-    const float[::1] e32f,
-    bint fma,
     Py_ssize_t n_blocks,
     int n_threads=1,
     Py_ssize_t chunk_size=256,
@@ -2083,31 +2121,9 @@ def lloyd_round_kernel(
     Parameters
     ----------
     X : (n, d) float32/float64, any strides
-    C : (k, d) float64 prototypes in distance units (multiplied by ``w`` when weighted)
-    B64 : (k, d) ``C * w`` (``C`` unweighted)
-    e64 : (k,) ``||C_j||^2``
-    cmax : float
-        Bound of the norms of ``C``.
-    mu : (d,) a centre of the prototypes (distance units)
-    mu_norm : float
-        Bound of ``||mu||``.
-    B32 : (k, d) float32 ``(C - mu) * w`` (float32 screen; no entry may underflow)
-    e32 : (k,) float64 ``||C_j - mu||^2 + 2 mu.(C_j - mu)``
-    cmaxs : float
-        Bound of the norms of ``C - mu``.
-    w : (d,) feature weights (read only when ``weighted``)
-    weighted : bool
-    path : int
-        1: float64 screen; 2: float32 screen (float32 rows; chunks whose magnitudes could
-        overflow float32 take the float64 one). Both give the same labels.
+    ops : tuple
+        The round's centre-side operands (see :func:`_fill_round_problem`; ``fastfc._lloyd._round_operands``).
     counts, sums, qsum : (k,), (k, d), (k,) zeroed outputs
-    BT64 : (d, k) ``B64`` transposed (FMA screen)
-    BT32 : (d, k) ``B32`` transposed (FMA screen, float32 rows on ``path`` 2)
-    e32f : (k,) ``e32`` rounded to float32 (FMA screen; ``|e32|`` must be below about 1e36)
-    fma : bool
-        Screen with fused multiply-adds on the rows in the lanes of vectors (AVX-512 and FMA
-        CPUs only; elsewhere, and for chunks with NaN, infinite or very large values, the BLAS
-        screen runs): the same labels, counts, sums and ``qsum``.
     n_blocks : int
     n_threads : int
         OpenMP threads. BLAS must be single-threaded.
@@ -2118,28 +2134,14 @@ def lloyd_round_kernel(
     ok : bool
         False when a work buffer could not be allocated (outputs then invalid).
     """
-    cdef Py_ssize_t d = C.shape[1]
-    cdef Py_ssize_t k = C.shape[0]
     cdef RoundProblem P
     cdef bint rows_in_place
-    P.C = &C[0, 0]
-    P.B64 = &B64[0, 0]
-    P.e64 = &e64[0]
-    P.cmax = cmax
-    P.mu = &mu[0]
-    P.mu_norm = mu_norm
-    P.B32 = &B32[0, 0]
-    P.e32 = &e32[0]
-    P.cmaxs = cmaxs
-    P.w = &w[0]
-    P.d = d
-    P.k = k
-    P.weighted = weighted
-    P.path = path
-    P.fma = fma
-    P.BT64 = &BT64[0, 0]
-    P.BT32 = &BT32[0, 0]
-    P.e32f = &e32f[0]
+    cdef int path = <int>_fill_round_problem(&P, ops)
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    if not (counts.shape[0] == k and qsum.shape[0] == k and sums.shape[0] == k and sums.shape[1] == d
+            and X.shape[1] == d):
+        raise ValueError("lloyd_round_kernel: inconsistent shapes")
     # C-contiguous rows are screened in place (else copied chunk by chunk)
     rows_in_place = (d > 0 and X.strides[1] == sizeof(rowfloat)
                      and X.strides[0] == d * <Py_ssize_t>sizeof(rowfloat))
@@ -2275,25 +2277,10 @@ def lloyd_round_clients_kernel(
     const Py_ssize_t[::1] row_stride,
     const Py_ssize_t[::1] col_stride,
     bint f32,
-    const double[:, ::1] C,
-    const double[:, ::1] B64,
-    const double[::1] e64,
-    double cmax,
-    const double[::1] mu,
-    double mu_norm,
-    const float[:, ::1] B32,
-    const double[::1] e32,
-    double cmaxs,
-    const double[::1] w,
-    bint weighted,
-    int path,
+    tuple ops,
     long long[:, ::1] counts,
     double[:, :, ::1] sums,
     double[:, ::1] qsum,
-    const double[:, ::1] BT64,
-    const float[:, ::1] BT32,
-    const float[::1] e32f,
-    bint fma,
     const Py_ssize_t[::1] n_blocks,
     const Py_ssize_t[::1] order,
     double[::1] seconds,
@@ -2302,7 +2289,7 @@ def lloyd_round_clients_kernel(
 ):
     """:func:`lloyd_round_kernel` for ``m`` clients at once, each client's outputs bit-identical to its own call.
 
-    The centre-side operands (``C`` .. ``fma``, as in :func:`lloyd_round_kernel`) are shared; client ``i``'s
+    The centre-side operands (``ops``, as in :func:`lloyd_round_kernel`) are shared; client ``i``'s
     rows are the ``n_rows[i]`` x ``d`` array of the rows' dtype (float32 when ``f32``, else float64) at address
     ``addr[i]`` with byte strides ``row_stride[i]``, ``col_stride[i]`` (the caller keeps the arrays alive),
     cut into ``n_blocks[i]`` blocks. Each client is computed by one thread, block after block, then its
@@ -2314,7 +2301,8 @@ def lloyd_round_clients_kernel(
     ----------
     addr, n_rows, row_stride, col_stride : (m,) the clients' rows
     f32 : bool
-    C .. e32f, fma : the round's operands (see :func:`lloyd_round_kernel`)
+    ops : tuple
+        The round's operands (see :func:`_fill_round_problem`).
     counts, sums, qsum : (m, k), (m, k, d), (m, k) zeroed outputs, one row per client
     n_blocks : (m,) blocks of each client (``fastfc._lloyd.n_blocks`` of its shape)
     order : (m,) a permutation of the clients: the order in which threads take them
@@ -2329,11 +2317,12 @@ def lloyd_round_clients_kernel(
         False when a work buffer could not be allocated (outputs then invalid).
     """
     cdef Py_ssize_t m = addr.shape[0]
-    cdef Py_ssize_t d = C.shape[1]
-    cdef Py_ssize_t k = C.shape[0]
+    cdef RoundProblem P
+    cdef int path = <int>_fill_round_problem(&P, ops)
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
     cdef Py_ssize_t i, t, max_B = 0
     cdef int failed = 0
-    cdef RoundProblem P
     cdef ClientRows R
     cdef ClientWork T
     cdef ClientWork* Tp = NULL
@@ -2353,24 +2342,6 @@ def lloyd_round_clients_kernel(
             max_B = n_blocks[i]
     if chunk_size < 1:
         chunk_size = 1
-    P.C = &C[0, 0]
-    P.B64 = &B64[0, 0]
-    P.e64 = &e64[0]
-    P.cmax = cmax
-    P.mu = &mu[0]
-    P.mu_norm = mu_norm
-    P.B32 = &B32[0, 0]
-    P.e32 = &e32[0]
-    P.cmaxs = cmaxs
-    P.w = &w[0]
-    P.d = d
-    P.k = k
-    P.weighted = weighted
-    P.path = path
-    P.fma = fma
-    P.BT64 = &BT64[0, 0]
-    P.BT32 = &BT32[0, 0]
-    P.e32f = &e32f[0]
     R.addr = &addr[0]
     R.n = &n_rows[0]
     R.rs = &row_stride[0]
