@@ -1,7 +1,11 @@
 """Where the shared data lives, for the benchmarks that read it (``../shared`` beside the repo)."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -74,3 +78,48 @@ def reset_peak_rss() -> None:
     """Reset this process's resident-set high-water mark (``VmHWM``) to its current size (Linux)."""
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")
+
+
+@contextmanager
+def checkout_workers(old: str, new: str, worker: str):
+    """One worker process per checkout, for timing two checkouts side by side.
+
+    Parameters
+    ----------
+    old, new : str
+        Roots of the two checkouts (extensions built in place).
+    worker : str
+        Python source each process runs (``python -c``) from its checkout's root, with that root as
+        ``PYTHONPATH``: it answers every request line on stdin with one JSON line on stdout.
+
+    Yields
+    ------
+    trees : dict
+        ``{"old": root, "new": root}`` (resolved paths).
+    ask : callable
+        ``ask(request, rounds)`` sends the request line to both workers ``rounds`` times, old first in even
+        rounds and new first in odd ones (the order swapped every round), and returns
+        ``{"old": [answer, ...], "new": [answer, ...]}`` (the decoded JSON answers, in round order).
+    """
+    trees = {"old": str(Path(old).resolve()), "new": str(Path(new).resolve())}
+    procs = {
+        name: subprocess.Popen([sys.executable, "-c", worker], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name, tree in trees.items()
+    }
+
+    def ask(request: str, rounds: int) -> dict[str, list]:
+        got: dict[str, list] = {"old": [], "new": []}
+        for r in range(rounds):
+            for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                procs[name].stdin.write(f"{request}\n")
+                procs[name].stdin.flush()
+                got[name].append(json.loads(procs[name].stdout.readline()))
+        return got
+
+    try:
+        yield trees, ask
+    finally:
+        for p in procs.values():
+            p.stdin.close()
+            p.wait()

@@ -18,16 +18,12 @@ give the old one's in ``--old-label``).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from _provenance import run_with_out
-from _shared import SHARED
+from _shared import SHARED, checkout_workers
 
 SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
 
@@ -57,33 +53,18 @@ for line in sys.stdin:
 
 def run(args) -> int:
     """Time both checkouts as ``args`` (the parsed command line) asks and print the table; returns 0."""
-    trees = {"old": str(Path(args.old).resolve()), "new": str(Path(args.new).resolve())}
-    procs = {
-        name: subprocess.Popen([sys.executable, "-c", _WORKER], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for name, tree in trees.items()
-    }
-    print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}); per cell: median of "
-          f"{args.rounds} rounds x {args.seeds} seeds whole fits (process CPU ms, n_jobs=1, JIT warm), the two "
-          "checkouts alternating in one run\n")
-    print("| method | split | ms (old) | ms (new) | old/new |")
-    print("|---|---|---|---|---|")
-    try:
+    with checkout_workers(args.old, args.new, _WORKER) as (trees, ask):
+        print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}); per cell: median of "
+              f"{args.rounds} rounds x {args.seeds} seeds whole fits (process CPU ms, n_jobs=1, JIT warm), the two "
+              "checkouts alternating in one run\n")
+        print("| method | split | ms (old) | ms (new) | old/new |")
+        print("|---|---|---|---|---|")
         for method in args.methods.split(","):
             for split in args.splits.split(","):
                 path = SHARED / "datasets" / "fedhire_splits" / f"{split}.npz"
-                times = {"old": [], "new": []}
-                for r in range(args.rounds):
-                    for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                        procs[name].stdin.write(f"{method} {path} {args.seeds}\n")
-                        procs[name].stdin.flush()
-                        times[name] += json.loads(procs[name].stdout.readline())
-                old, new = np.median(times["old"]) * 1e3, np.median(times["new"]) * 1e3
+                answers = ask(f"{method} {path} {args.seeds}", args.rounds)
+                old, new = (np.median([x for res in answers[t] for x in res]) * 1e3 for t in ("old", "new"))
                 print(f"| {method} | {split} | {old:.2f} | {new:.2f} | {old / new:.2f}× |", flush=True)
-    finally:
-        for p in procs.values():
-            p.stdin.close()
-            p.wait()
     return 0
 
 

@@ -51,7 +51,8 @@ CASES = [
 ]
 
 
-def fit_all(seeds: list[int], splits: list[str], cases: list[str] | None = None) -> dict[str, np.ndarray]:
+def fit_all(seeds: list[int], splits: list[str], cases: list[str] | None = None, n_jobs: int = 1
+            ) -> dict[str, np.ndarray]:
     """Labels and centres of every case, split and seed, keyed ``case/split/seed/{labels,centers}``."""
     from fastfc.experiment import make_estimator
 
@@ -65,7 +66,7 @@ def fit_all(seeds: list[int], splits: list[str], cases: list[str] | None = None)
             if name == "kfed-reference":
                 p["n_local_clusters"] = min(k, X_clients[0].shape[1])
             for seed in seeds:
-                est = make_estimator(method, n_clusters=k, random_state=seed, n_jobs=1, **p).fit_clients(X_clients)
+                est = make_estimator(method, n_clusters=k, random_state=seed, n_jobs=n_jobs, **p).fit_clients(X_clients)
                 out[f"{name}/{split}/{seed}/labels"] = est.labels_
                 out[f"{name}/{split}/{seed}/centers"] = est.cluster_centers_
         print(f"done {split}", file=sys.stderr)
@@ -83,6 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default=",".join(name for name, _, _ in CASES),
                     help="comma-separated case names (default: all)")
     ap.add_argument("--out", default=None, help="with --check: also write the summary to this results file")
+    ap.add_argument("--n-jobs", type=int, default=1, help="threads of every fit (default 1)")
     args = ap.parse_args(argv)
     cases = args.cases.split(",")
     unknown = sorted(set(cases) - {name for name, _, _ in CASES})
@@ -91,7 +93,7 @@ def main(argv=None) -> int:
     if args.out:
         import _provenance  # noqa: F401  (imported before the fits: the header's load at start is read on import)
     seeds, splits = parse_seeds(args.seeds), args.splits.split(",")
-    got = fit_all(seeds, splits, cases)
+    got = fit_all(seeds, splits, cases, args.n_jobs)
     if args.save:
         np.savez_compressed(args.save, **got)
         print(f"saved {len(got)} arrays to {args.save}")
@@ -100,18 +102,18 @@ def main(argv=None) -> int:
         from _provenance import tee_results
 
         with tee_results(args.out, argv):
-            return _check(args.check, got, cases, seeds, splits)
-    return _check(args.check, got, cases, seeds, splits)
+            return _check(args.check, got, cases, seeds, splits, args.n_jobs)
+    return _check(args.check, got, cases, seeds, splits, args.n_jobs)
 
 
-def _check(path: str, got: dict, cases: list[str], seeds: list[int], splits: list[str]) -> int:
+def _check(path: str, got: dict, cases: list[str], seeds: list[int], splits: list[str], n_jobs: int = 1) -> int:
     """Compare ``got`` with the saved file bit for bit, print every difference and a per-case table."""
     import hashlib
 
     with open(path, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()[:16]
     print(f"Fits of this checkout against `{path}` (SHA-256 {digest}...), splits {','.join(splits)}, "
-          f"seeds {seeds[0]}-{seeds[-1]}, n_jobs=1; a fit is identical when its labels and global centres are "
+          f"seeds {seeds[0]}-{seeds[-1]}, n_jobs={n_jobs}; a fit is identical when its labels and global centres are "
           "the same bytes.\n")
     with np.load(path) as ref:
         missing = sorted(set(got) - set(ref.files))

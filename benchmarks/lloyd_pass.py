@@ -10,11 +10,16 @@ and alternating (one run of each in turn, ``--repeats`` times, medians reported)
   data: per-cluster counts, raw sums and inertia);
 * ``exact inertia``: the same with ``exact_inertia=True`` (every row's exact distance, the
   one-shot local k-means' variant), for context;
-* ``fastfc 100 clients``: the same rows cut into 100 contiguous clients, one
-  ``lloyd_stats(exact_inertia=False)`` call each plus the server's sum of their statistics and the centre
-  update (what a round computes, without messaging); clients run as fastfc's estimators
-  run them (``fastfc._parallel.plan_threads``/``map_clients``: with ``n_jobs=2``, two
-  client threads, each kernel single-threaded);
+* ``fastfc 100 clients``: the same rows cut into 100 contiguous clients, every client's
+  statistics as fastfc's in-process rounds runner computes them
+  (:func:`fastfc._lloyd.lloyd_stats_clients`: the round's centre-side operands once, one
+  compiled call over the clients, each client on one of the ``n_jobs`` threads, results bit
+  for bit those of its own ``lloyd_stats`` call), plus the server's sum of their statistics
+  and the centre update (what a round computes, without messaging);
+* ``100 clients one by one``: the same with one ``lloyd_stats(exact_inertia=False)`` call per
+  client, as a client that runs alone (Flower) does, scheduled as fastfc ran clients before
+  (``fastfc._parallel.plan_threads``/``map_clients``: with ``n_jobs=2``, two client threads,
+  each kernel single-threaded), for context;
 * ``sklearn``: one Lloyd iteration of scikit-learn on the pooled rows,
   ``sklearn.cluster._k_means_lloyd.lloyd_iter_chunked_dense`` (labels and new centres,
   in the rows' dtype), under ``threadpool_limits(1, "blas")`` as ``KMeans`` runs it;
@@ -83,7 +88,7 @@ def sklearn_iteration(X: np.ndarray, C: np.ndarray, n_jobs: int):
     return run, "lloyd_iter_chunked_dense"
 
 
-def fastfc_round(X: np.ndarray, C: np.ndarray, n_jobs: int, n_clients: int):
+def fastfc_round(X: np.ndarray, C: np.ndarray, n_jobs: int, n_clients: int, one_by_one: bool = False):
     """A callable computing one refinement round over ``n_clients`` contiguous clients.
 
     Parameters
@@ -92,18 +97,34 @@ def fastfc_round(X: np.ndarray, C: np.ndarray, n_jobs: int, n_clients: int):
     C : ndarray of shape (n_clusters, n_features)
     n_jobs : int
     n_clients : int
+    one_by_one : bool, default=False
+        False: the runner's many-clients call (``lloyd_stats_clients``); True: one ``lloyd_stats``
+        call per client on ``map_clients`` threads.
 
     Returns
     -------
     run : callable
         No arguments; returns the new centres, shape (n_clusters, n_features).
     """
-    from fastfc._lloyd import lloyd_stats
+    from fastfc._lloyd import lloyd_stats, lloyd_stats_clients
     from fastfc._parallel import limit_blas_threads, map_clients, plan_threads
 
     bounds = np.linspace(0, len(X), n_clients + 1).astype(int)
     parts = [X[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     plan = plan_threads(n_jobs, n_clients)
+
+    if not one_by_one:
+        def run_many():
+            with limit_blas_threads(1):
+                c, s, _ = lloyd_stats_clients(parts, C, n_jobs=n_jobs)
+            counts = np.zeros(c.shape[1], dtype=np.int64)
+            sums = np.zeros(s.shape[1:])
+            for i in range(n_clients):  # the server adds the uploads in client order
+                counts += c[i]
+                sums += s[i]
+            return np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], C)
+
+        return run_many
 
     def run():
         # as fastfc's estimators run clients: plan.workers client threads, each kernel on
@@ -154,12 +175,16 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
     print(f"Medians of {repeats} alternating runs; wall seconds; ratio = fastfc / sklearn (wall), "
           "CPU ratio = the same with the process's CPU time (all threads), less sensitive to other "
           f"processes on a loaded machine. fastfc: `lloyd_stats(exact_inertia=False)`, a refinement round's "
-          f"client kernel. `100 clients`: the rows cut into {N_CLIENTS} contiguous clients, "
-          "one such call each plus the server's sum and centre update. `exact`: `lloyd_stats` with every "
-          "row's exact distance (the one-shot local k-means' variant), for context.\n")
+          f"client kernel. `100 clients`: the rows cut into {N_CLIENTS} contiguous clients, their statistics "
+          "as the in-process rounds runner computes them (`lloyd_stats_clients`: one compiled call over the "
+          "clients, each client's results bit for bit its own call's) plus the server's sum and centre update. "
+          "`one by one`: one `lloyd_stats` call per client on `map_clients` threads (a client running alone), "
+          "for context. `exact`: `lloyd_stats` with every row's exact distance (the one-shot local k-means' "
+          "variant), for context.\n")
     print("| n | d | k | dtype | n_jobs | fastfc path | fastfc (s) | fastfc 100 clients (s) | sklearn (s) "
-          "| ratio | ratio 100 clients | CPU ratio | CPU ratio 100 clients | CPU ratio exact |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ratio | ratio 100 clients | CPU ratio | CPU ratio 100 clients | CPU ratio 100 one by one "
+          "| CPU ratio exact |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     how = None
     for n, d, k in shapes:
         rng = np.random.default_rng(0)
@@ -173,6 +198,7 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
                     "fastfc": lambda: lloyd_stats(X, C, n_jobs=n_jobs, exact_inertia=False),
                     "exact": lambda: lloyd_stats(X, C, n_jobs=n_jobs),
                     "clients": fastfc_round(X, C, n_jobs, N_CLIENTS),
+                    "one_by_one": fastfc_round(X, C, n_jobs, N_CLIENTS, one_by_one=True),
                     "sklearn": sk,
                 }
                 t, c = median_times(runs, repeats)
@@ -181,7 +207,8 @@ def run(shapes, dtypes, jobs, repeats: int) -> int:
                 print(f"| {n} | {d} | {k} | {np.dtype(dtype).name} | {n_jobs} | {path} | {t['fastfc']:.4f} "
                       f"| {t['clients']:.4f} | {t['sklearn']:.4f} | {t['fastfc'] / t['sklearn']:.2f} "
                       f"| {t['clients'] / t['sklearn']:.2f} | {c['fastfc'] / c['sklearn']:.2f} "
-                      f"| {c['clients'] / c['sklearn']:.2f} | {c['exact'] / c['sklearn']:.2f} |", flush=True)
+                      f"| {c['clients'] / c['sklearn']:.2f} | {c['one_by_one'] / c['sklearn']:.2f} "
+                      f"| {c['exact'] / c['sklearn']:.2f} |", flush=True)
     print(f"\nscikit-learn entry point timed: `{how}`.")
     return 0
 

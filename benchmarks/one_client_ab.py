@@ -17,15 +17,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 
 from _provenance import run_with_out
+from _shared import checkout_workers
 
 ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC", "FedHIRE", "GOLD"]
 
@@ -58,42 +54,26 @@ for line in sys.stdin:
 
 
 def run(args) -> int:
-    trees = {"old": str(Path(args.old).resolve()), "new": str(Path(args.new).resolve())}
-    procs = {
-        name: subprocess.Popen([sys.executable, "-c", _WORKER], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for name, tree in trees.items()
-    }
-    print("# One client: n_jobs=2 against n_jobs=1, two checkouts side by side\n")
-    print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}). {args.n} rows x "
-          f"{args.d} features (10-cluster Gaussian mixture, seed 0), one client, `n_clusters=10`, "
-          f"`random_state=0`; per cell the median of {args.rounds} rounds x {args.fits} fits, the checkouts "
-          "alternating (order swapped every round), n_jobs 1 and 2 alternating within a checkout. Times in ms: "
-          "wall, process CPU (all threads), main = CPU of the thread that runs the fit. `speed-up` = wall(1) / "
-          "wall(2). The load average is in the header: on a loaded machine wall time is mostly the load; "
-          "compare the CPU columns. `same` = labels of n_jobs 1 and 2 identical.\n")
-    print("| estimator | tree | wall 1 | wall 2 | speed-up | CPU 1 | CPU 2 | CPU 2 / CPU 1 | main 1 | main 2 | same |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    try:
+    with checkout_workers(args.old, args.new, _WORKER) as (trees, ask):
+        print("# One client: n_jobs=2 against n_jobs=1, two checkouts side by side\n")
+        print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}). {args.n} rows x "
+              f"{args.d} features (10-cluster Gaussian mixture, seed 0), one client, `n_clusters=10`, "
+              f"`random_state=0`; per cell the median of {args.rounds} rounds x {args.fits} fits, the checkouts "
+              "alternating (order swapped every round), n_jobs 1 and 2 alternating within a checkout. Times in ms: "
+              "wall, process CPU (all threads), main = CPU of the thread that runs the fit. `speed-up` = wall(1) / "
+              "wall(2). The load average is in the header: on a loaded machine wall time is mostly the load; "
+              "compare the CPU columns. `same` = labels of n_jobs 1 and 2 identical.\n")
+        print("| estimator | tree | wall 1 | wall 2 | speed-up | CPU 1 | CPU 2 | CPU 2 / CPU 1 | main 1 | main 2 "
+              "| same |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name in args.estimators.split(","):
-            got = {t: {"1": [], "2": [], "same": True} for t in trees}
-            for r in range(args.rounds):
-                for t in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                    procs[t].stdin.write(f"{name} {args.n} {args.d} {args.fits}\n")
-                    procs[t].stdin.flush()
-                    res = json.loads(procs[t].stdout.readline())
-                    got[t]["1"] += res["1"]
-                    got[t]["2"] += res["2"]
-                    got[t]["same"] &= res["same"]
+            answers = ask(f"{name} {args.n} {args.d} {args.fits}", args.rounds)
             for t in ("old", "new"):
-                a = np.median(np.array(got[t]["1"]), axis=0) * 1e3
-                b = np.median(np.array(got[t]["2"]), axis=0) * 1e3
+                a = np.median(np.array([x for res in answers[t] for x in res["1"]]), axis=0) * 1e3
+                b = np.median(np.array([x for res in answers[t] for x in res["2"]]), axis=0) * 1e3
+                same = all(res["same"] for res in answers[t])
                 print(f"| {name} | {t} | {a[0]:.1f} | {b[0]:.1f} | {a[0] / b[0]:.2f} | {a[1]:.1f} | {b[1]:.1f} | "
-                      f"{b[1] / a[1]:.2f} | {a[2]:.1f} | {b[2]:.1f} | {got[t]['same']} |", flush=True)
-    finally:
-        for p in procs.values():
-            p.stdin.close()
-            p.wait()
+                      f"{b[1] / a[1]:.2f} | {a[2]:.1f} | {b[2]:.1f} | {same} |", flush=True)
     return 0
 
 

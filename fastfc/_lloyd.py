@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 
 import numpy as np
 
 from ._assign import GEMM_MIN_FEATURES, _as_float_2d, gemm_norms
-from ._kernels._assign import lloyd_round_kernel, lloyd_stats_kernel
+from ._kernels._assign import lloyd_round_clients_kernel, lloyd_round_kernel, lloyd_stats_kernel
 from ._parallel import effective_n_jobs, kernel_threads, limit_blas_threads
 
-__all__ = ["lloyd_stats", "n_blocks", "use_fma_screen", "use_screen"]
+__all__ = ["lloyd_stats", "lloyd_stats_clients", "n_blocks", "use_fma_screen", "use_screen"]
 
 #: rows per chunk: a chunk's rows (float64) and its distance products stay in L2
 LLOYD_CHUNK = 256
@@ -153,35 +154,11 @@ def lloyd_stats(X, centers, weight=None, *, n_jobs=1, exact_inertia=True
     TypeError
         Non-numeric ``X``, ``centers`` or ``weight``.
     """
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
-    if X.dtype.kind not in "fiub":
-        raise TypeError(f"X must be numeric, got dtype {X.dtype}")
-    if X.dtype != np.float32 and X.dtype != np.float64:
-        X = X.astype(np.float64)
+    X = _check_rows(X)
     C = _as_float_2d("centers", centers, np.float64)
-    if C.shape[0] == 0:
-        raise ValueError("centers is empty: at least one centre is needed")
     n, d = X.shape
     k = C.shape[0]
-    if C.shape[1] != d:
-        raise ValueError(f"X has {d} features but centers have {C.shape[1]}")
-    weighted = weight is not None and np.size(weight) != 0
-    if weighted:
-        w = np.asarray(weight)
-        if w.dtype.kind not in "fiub":
-            raise TypeError(f"weight must be numeric, got dtype {w.dtype}")
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        if w.shape != (d,):
-            raise ValueError(f"weight must have shape ({d},) (one factor per feature) or be empty, got {w.shape}")
-        if not np.isfinite(w).all():
-            raise ValueError("weight contains NaN or infinity")
-        if (w < 0).any():
-            raise ValueError("weight must be non-negative")
-        C = np.ascontiguousarray(C * w)  # the same product as nearest_weighted's
-    else:
-        w = np.zeros(0, dtype=np.float64)
+    C, w, weighted = _check_centers_weight(C, d, weight)
     n_threads = kernel_threads(n_jobs, n * k * d)  # a small pass on one thread (the same bits)
     counts = np.zeros(k, dtype=np.int64)
     sums = np.zeros((k, d), dtype=np.float64)
@@ -225,9 +202,45 @@ def _round_stats(X, C, w, weighted, n_threads):
     """:func:`lloyd_stats` with ``exact_inertia=False`` on a screen path (C already in distance units)."""
     n, d = X.shape
     k = C.shape[0]
+    ops = _round_operands(C, w, weighted, X.dtype == np.float32)
     counts = np.zeros(k, dtype=np.int64)
     sums = np.zeros((k, d), dtype=np.float64)
     qsum = np.zeros(k, dtype=np.float64)
+    with limit_blas_threads(1):
+        ok = lloyd_round_kernel(X, ops.args, counts, sums, qsum, n_blocks(n, k, d), n_threads, LLOYD_CHUNK)
+    if not ok:
+        raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")
+    if not (np.isfinite(sums).all() and np.isfinite(qsum).all()):
+        _raise_not_finite(X)
+    # sum of (x w - mu) per cluster (counts cast to float64 first: the values of int64 * float64, faster)
+    dev = np.multiply(counts.astype(np.float64)[:, None], ops.mu)
+    np.subtract(sums * w if weighted else sums, dev, out=dev)
+    inertia = qsum - 2.0 * np.einsum("ij,ij->i", ops.Cs, dev) + counts * ops.cns
+    return counts, sums, np.maximum(inertia, 0.0)
+
+
+def _raise_not_finite(X):
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinity")
+    raise ValueError("lloyd_stats: the sums or squared distances overflow float64; rescale the data")
+
+
+class _RoundOperands:
+    """The centre-side operands of :func:`fastfc._kernels._assign.lloyd_round_kernel` for one round and one row
+    dtype: ``args`` (the kernel's ``ops`` tuple), and ``mu``, ``Cs``
+    (the centred centres) and ``cns`` (their squared norms) for the inertia."""
+
+    __slots__ = ("args", "mu", "Cs", "cns")
+
+    def __init__(self, args, mu, Cs, cns):
+        self.args, self.mu, self.Cs, self.cns = args, mu, Cs, cns
+
+
+def _round_operands(C, w, weighted, f32: bool) -> _RoundOperands:
+    """The operands of a round for centres ``C`` (distance units) and float32 (``f32``) or float64 rows: a
+    function of the centres, the weights and the rows' dtype alone, so one round prepares them once for all
+    its clients."""
+    k = C.shape[0]
     B64 = np.ascontiguousarray(C * w) if weighted else C
     # gemm_norms(C), gemm_norms(C - mu) and C.mean(axis=0), inlined (the same operations, hence bits)
     e64 = np.einsum("ij,ij->i", C, C)
@@ -239,7 +252,7 @@ def _round_stats(X, C, w, weighted, n_threads):
     mu_norm = math.sqrt(mu @ mu) * (1.0 + 1e-5) + 1e-30
     path = 1
     B32, e32, BT32, e32f = _NO_B32, _NO_E32, _NO_B32, _NO_E32F
-    if X.dtype == np.float32 and cmaxs < F32_SCREEN_MAX_NORM:
+    if f32 and cmaxs < F32_SCREEN_MAX_NORM:
         Bs = Cs * w if weighted else Cs
         nz = Bs[Bs != 0]
         # the float32 screen's bound assumes its operand rounds with a relative error (no underflow)
@@ -250,21 +263,143 @@ def _round_stats(X, C, w, weighted, n_threads):
             BT32 = np.ascontiguousarray(B32.T)
             e32f = e32.astype(np.float32)
     # the FMA screen's operands: the BLAS screen's, transposed (and e32 in float32, far from overflow)
-    fma = use_fma_screen(d, k) and (cmax < 1e100 if path == 1 else cmaxs * (cmaxs + 2 * mu_norm) < 1e36)
+    fma = use_fma_screen(C.shape[1], k) and (cmax < 1e100 if path == 1 else cmaxs * (cmaxs + 2 * mu_norm) < 1e36)
     BT64 = np.ascontiguousarray(B64.T)
-    with limit_blas_threads(1):
-        ok = lloyd_round_kernel(X, C, B64, e64, cmax, mu, mu_norm, B32, e32, cmaxs, w, weighted, path,
-                                counts, sums, qsum, BT64, BT32, e32f, fma, n_blocks(n, k, d), n_threads,
-                                LLOYD_CHUNK)
-    if not ok:
-        raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")
-    if not (np.isfinite(sums).all() and np.isfinite(qsum).all()):
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinity")
-        raise ValueError("lloyd_stats: the sums or squared distances overflow float64; rescale the data")
-    dev = (sums * w if weighted else sums) - counts[:, None] * mu  # sum of (x w - mu) per cluster
-    inertia = qsum - 2.0 * np.einsum("ij,ij->i", Cs, dev) + counts * cns
-    return counts, sums, np.maximum(inertia, 0.0)
+    args = (C, B64, e64, cmax, mu, mu_norm, B32, e32, cmaxs, w, weighted, path, BT64, BT32, e32f, fma)
+    return _RoundOperands(args, mu, Cs, cns)
+
+
+def _check_centers_weight(C, d, weight):
+    """(centres in distance units, weights, weighted) as :func:`lloyd_stats` checks and forms them."""
+    if C.shape[0] == 0:
+        raise ValueError("centers is empty: at least one centre is needed")
+    if C.shape[1] != d:
+        raise ValueError(f"X has {d} features but centers have {C.shape[1]}")
+    weighted = weight is not None and np.size(weight) != 0
+    if weighted:
+        w = np.asarray(weight)
+        if w.dtype.kind not in "fiub":
+            raise TypeError(f"weight must be numeric, got dtype {w.dtype}")
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        if w.shape != (d,):
+            raise ValueError(f"weight must have shape ({d},) (one factor per feature) or be empty, got {w.shape}")
+        if not np.isfinite(w).all():
+            raise ValueError("weight contains NaN or infinity")
+        if (w < 0).any():
+            raise ValueError("weight must be non-negative")
+        C = np.ascontiguousarray(C * w)  # the same product as nearest_weighted's
+    else:
+        w = np.zeros(0, dtype=np.float64)
+    return C, w, weighted
+
+
+def _check_rows(X):
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
+    if X.dtype.kind not in "fiub":
+        raise TypeError(f"X must be numeric, got dtype {X.dtype}")
+    if X.dtype != np.float32 and X.dtype != np.float64:
+        X = X.astype(np.float64)
+    return X
+
+
+def lloyd_stats_clients(X_clients, centers, weight=None, *, n_jobs=1, seconds=None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`lloyd_stats` with ``exact_inertia=False`` for many clients and the same centres, in one call.
+
+    Client ``i``'s ``counts[i]``, ``sums[i]`` and ``inertia[i]`` are bit for bit those of
+    ``lloyd_stats(X_clients[i], centers, weight, exact_inertia=False)`` (for any ``n_jobs`` of
+    either): the centre-side operands of the round are formed once per row dtype, and on the
+    screen paths (:func:`use_screen`) one compiled call
+    (:func:`fastfc._kernels._assign.lloyd_round_clients_kernel`, no GIL) runs every client's
+    own blocks in its own order, each client on one thread, the ``n_jobs`` threads taking the
+    clients largest first. With fewer clients than threads, or on the direct loop, each client
+    is one :func:`lloyd_stats` call with all the threads. This is the in-process runner's
+    path for a refinement round over many clients; the clients stay separate parties (none
+    of their numbers mix).
+
+    Parameters
+    ----------
+    X_clients : sequence of array-like of shape (n_i, n_features)
+        As ``X`` of :func:`lloyd_stats` (float32 and float64 read as they are, any strides).
+    centers, weight, n_jobs :
+        As in :func:`lloyd_stats`; ``n_jobs`` threads in all.
+    seconds : ndarray of shape (n_clients,), optional
+        Filled with each client's wall seconds (of its own compiled work, or of its own call).
+
+    Returns
+    -------
+    counts : ndarray of shape (n_clients, n_clusters), int64
+    sums : ndarray of shape (n_clients, n_clusters, n_features), float64
+    inertia : ndarray of shape (n_clients, n_clusters), float64
+
+    Raises
+    ------
+    ValueError, TypeError, MemoryError
+        As :func:`lloyd_stats` (for the first client in client order that fails).
+    """
+    Xs = [_check_rows(X) for X in X_clients]
+    C0 = _as_float_2d("centers", centers, np.float64)
+    m = len(Xs)
+    k = C0.shape[0]
+    d = C0.shape[1]
+    for X in Xs:
+        if X.shape[1] != d:
+            _check_centers_weight(C0, X.shape[1], weight)  # raises lloyd_stats' error
+    counts = np.zeros((m, k), dtype=np.int64)
+    sums = np.zeros((m, k, d), dtype=np.float64)
+    inertia = np.zeros((m, k), dtype=np.float64)
+    if m == 0:
+        return counts, sums, inertia
+    C, w, weighted = _check_centers_weight(C0, d, weight)
+    # a small round on one thread (scheduling only: each client's bits do not depend on it)
+    n_threads = kernel_threads(n_jobs, sum(X.shape[0] for X in Xs) * k * d)
+    if seconds is None:
+        seconds = np.zeros(m)
+    if not use_screen(d, k) or m < n_threads:
+        for i, X in enumerate(Xs):
+            t0 = time.perf_counter()
+            counts[i], sums[i], inertia[i] = lloyd_stats(X, C0, weight, n_jobs=n_threads, exact_inertia=False)
+            seconds[i] = time.perf_counter() - t0
+        return counts, sums, inertia
+    qsum = np.zeros((m, k), dtype=np.float64)
+    for f32 in (False, True):
+        idx = [i for i, X in enumerate(Xs) if (X.dtype == np.float32) == f32]
+        if not idx:
+            continue
+        ops = _round_operands(C, w, weighted, f32)
+        sel = np.asarray(idx)
+        part = [Xs[i] for i in idx]
+        rows = np.array([X.shape[0] for X in part], dtype=np.intp)
+        order = np.argsort(-rows, kind="stable").astype(np.intp)  # largest first (a schedule only)
+        cnt, sm, qs, sec = (counts, sums, qsum, seconds) if len(idx) == m else (
+            np.zeros((len(idx), k), dtype=np.int64), np.zeros((len(idx), k, d)), np.zeros((len(idx), k)),
+            np.zeros(len(idx)))
+        with limit_blas_threads(1):
+            ok = lloyd_round_clients_kernel(
+                np.array([X.__array_interface__["data"][0] for X in part], dtype=np.int64), rows,
+                np.array([X.strides[0] for X in part], dtype=np.intp),
+                np.array([X.strides[1] for X in part], dtype=np.intp), f32, ops.args, cnt, sm, qs,
+                np.array([n_blocks(n, k, d) for n in rows], dtype=np.intp), order, sec, n_threads, LLOYD_CHUNK)
+        if not ok:
+            raise MemoryError("lloyd_stats: could not allocate the per-block work buffers")
+        # sum of (x w - mu) per cluster, as _round_stats
+        dev = np.multiply(cnt.astype(np.float64)[:, :, None], ops.mu)
+        np.subtract(sm * w if weighted else sm, dev, out=dev)
+        inert = qs - 2.0 * np.einsum("ij,mij->mi", ops.Cs, dev) + cnt * ops.cns
+        # a NaN or infinity in the sums or in qsum makes the inertia non-finite (NaN and infinities propagate
+        # through dev, the products with Cs and the sum): only then the full checks of lloyd_stats run
+        if not np.isfinite(inert).all():
+            for j, i in enumerate(idx):
+                if not (np.isfinite(sm[j]).all() and np.isfinite(qs[j]).all()):
+                    _raise_not_finite(Xs[i])
+        inert = np.maximum(inert, 0.0)
+        if len(idx) == m:
+            inertia = inert
+        else:
+            counts[sel], sums[sel], inertia[sel], seconds[sel] = cnt, sm, inert, sec
+    return counts, sums, inertia
 
 
 #: placeholders of the float32 screen's operands when it is not used (never read by the kernel)

@@ -58,6 +58,7 @@ from . import _units
 from .protocol import ArraySpec, Message
 
 __all__ = ["RefineStats", "RefineCenters", "RefineChainStats", "RefineChainCenters", "RefineSetup", "client_stats",
+           "clients_stats",
            "label_sums", "server_update", "setup_from_moments", "round1_seed_points", "round0_seed_points", "seed_chains", "chain_update"]
 
 
@@ -309,6 +310,58 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         inertia = np.zeros(0)
     return RefineStats(counts=np.asarray(counts, dtype=np.int64), sums=sums, inertia=inertia, feature_stats=stats,
                        n_features=d)
+
+
+def clients_stats(X_clients: list, broadcast: Message, n_threads: int, seconds: np.ndarray | None = None) -> list:
+    """Every client's refinement upload for one centre broadcast shared by all of them, in one call.
+
+    The in-process runner's many-clients path of a round ``r >= 2``: client ``i``'s upload is
+    exactly ``client_stats(X_clients[i], broadcast, ..., n_threads)``'s (the same arrays, bit for
+    bit), computed by :func:`fastfc._lloyd.lloyd_stats_clients` (the round's centre-side operands
+    formed once, one compiled call over the clients' rows, no GIL held).
+
+    Parameters
+    ----------
+    X_clients : list of ndarray of shape (n_i, n_features)
+    broadcast : RefineCenters or RefineChainCenters
+        The broadcast every client got (its centres and weights; the address is not read).
+    n_threads : int
+        Threads in all (over the clients).
+    seconds : ndarray of shape (n_clients,), optional
+        Each client's wall seconds of its own work are added to it.
+
+    Returns
+    -------
+    list of RefineStats or RefineChainStats
+        One per client, in client order (not addressed).
+    """
+    from ._lloyd import lloyd_stats_clients
+
+    m = len(X_clients)
+    d = int(broadcast.n_features)
+    sec = np.zeros(m)
+    if isinstance(broadcast, RefineChainCenters):
+        k = int(broadcast.n_clusters)
+        parts = []
+        for i in range(broadcast.chains.shape[0]):
+            t = np.zeros(m)
+            parts.append(lloyd_stats_clients(X_clients, broadcast.centers[i * k:(i + 1) * k], broadcast.weight,
+                                             n_jobs=n_threads, seconds=t))
+            sec += t
+        out = [RefineChainStats(chains=broadcast.chains, counts=np.concatenate([p[0][j] for p in parts]),
+                                sums=np.concatenate([p[1][j] for p in parts]),
+                                inertia=np.concatenate([p[2][j] for p in parts]), n_clusters=k, n_features=d)
+               for j in range(m)]
+    elif isinstance(broadcast, RefineCenters):
+        counts, sums, inertia = lloyd_stats_clients(X_clients, broadcast.centers, broadcast.weight, n_jobs=n_threads,
+                                                    seconds=sec)
+        out = [RefineStats(counts=counts[j], sums=sums[j], inertia=inertia[j], feature_stats=np.zeros((0, d)),
+                           n_features=d) for j in range(m)]
+    else:
+        raise TypeError(f"clients_stats needs a centre broadcast, got {type(broadcast).__name__}")
+    if seconds is not None:
+        seconds += sec
+    return out
 
 
 def label_sums(X: np.ndarray, labels: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -180,7 +180,9 @@ def run_rounds(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy
 
     Round 0 is :func:`run_one_shot`'s first part (with its restarts); then, while the
     server is not done, every client runs ``_run_client_round`` on the broadcast it got
-    and the server runs ``_run_server_round`` on the uploads. ``progress`` also gets
+    and the server runs ``_run_server_round`` on the uploads (a default refinement round whose
+    broadcast is the same for every client runs all clients in one compiled call,
+    ``_run_client_rounds``: the same uploads and states). ``progress`` also gets
     ``("round", r, max_rounds)`` when round ``r >= 1`` begins.
     """
     n_clients = len(X_clients)
@@ -204,14 +206,17 @@ def run_rounds(est: BaseFederatedClusterer, X_clients: list[np.ndarray], entropy
         if progress is not None:
             progress("round", r, max_rounds)
         tr = time.perf_counter()
-        costs = est._round_costs(X_clients, states, broadcasts) if plan.workers > 1 else None
-        order = None if costs is None else sorted(range(n_clients), key=lambda i: -float(costs[i]))
         with limit_blas_threads(plan.per_client):
-            out = map_clients(
-                _timed(lambda i: est._run_client_round(X_clients[i], states[i], broadcasts[i], i, entropy, restart,
-                                                       r, plan.per_client), seconds),
-                n_clients, plan.workers, None, order,
-            )
+            # many clients and one shared refinement broadcast: one call for all (the same uploads and states)
+            out = est._run_client_rounds(X_clients, states, broadcasts, r, plan.server, seconds)
+            if out is None:
+                costs = est._round_costs(X_clients, states, broadcasts) if plan.workers > 1 else None
+                order = None if costs is None else sorted(range(n_clients), key=lambda i: -float(costs[i]))
+                out = map_clients(
+                    _timed(lambda i: est._run_client_round(X_clients[i], states[i], broadcasts[i], i, entropy,
+                                                           restart, r, plan.per_client), seconds),
+                    n_clients, plan.workers, None, order,
+                )
         uploads = [u for u, _ in out]
         states = [s for _, s in out]
         with limit_blas_threads(plan.server):

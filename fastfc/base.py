@@ -559,6 +559,45 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
                                 values=values, round=round)
         return upload.addressed(client=index, round=round), new_state
 
+    def _run_client_rounds(self, X_clients: list, states: list, broadcasts: list, round: int, n_threads: int,
+                           seconds: list) -> list[tuple[Message, ClientState]] | None:
+        """Every client's :meth:`_run_client_round` at once, when the round is the default refinement round
+        and every client got the same centres (the in-process runner's many-clients path); None otherwise
+        (the runner then runs the clients one by one).
+
+        The (upload, state) pairs are those of :meth:`_run_client_round` for each client (uploads bit for
+        bit: :func:`fastfc._refine.clients_stats`); the refinement round draws no randomness, so no
+        client stream is made. ``n_threads`` threads in all; each client's seconds are added to
+        ``seconds[i]``.
+        """
+        refine = _refine()
+        if type(self)._client_round is not BaseFederatedClusterer._client_round or len(X_clients) < 2:
+            return None
+        b0 = broadcasts[0]
+        if not isinstance(b0, refine.CENTERS_CLASSES):
+            return None
+        chains = isinstance(b0, refine.RefineChainCenters)
+
+        def same(a, b):  # the same array or the same bytes (the runner hands every client the same arrays)
+            return a is b or (a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes())
+
+        for b in broadcasts[1:]:
+            if type(b) is not type(b0) or not (
+                    same(b.centers, b0.centers) and same(b.feature_weight, b0.feature_weight)
+                    and (not chains or (b.n_clusters == b0.n_clusters and same(b.chains, b0.chains)))):
+                return None
+        secs = np.zeros(len(X_clients))
+        with pinned_worker():
+            uploads = refine.clients_stats(X_clients, b0, n_threads, secs)
+        out = []
+        for i, (X, state, upload) in enumerate(zip(X_clients, states, uploads)):
+            t = time.perf_counter()
+            new_state = ClientState(method=state.method, client=i, n_samples=X.shape[0], n_features=X.shape[1],
+                                    values=state.values, round=round)
+            out.append((upload.addressed(client=i, round=round), new_state))
+            seconds[i] += secs[i] + (time.perf_counter() - t)
+        return out
+
     # refinement (the rounds of every one-shot method; multi-round methods override both)
     def _client_round(self, X: np.ndarray, state: ClientState, broadcast: Message, rng: np.random.Generator,
                       n_threads: int, round: int) -> tuple[Message, dict]:

@@ -540,3 +540,97 @@ def test_use_fma_screen_threshold():
     assert lloyd_mod.use_fma_screen(8, 2) and lloyd_mod.use_fma_screen(128, 4096)
     assert lloyd_mod.use_fma_screen(200, 300)
     assert not lloyd_mod.use_fma_screen(256, 256)
+
+
+# ------------------------------------------------------------------ many clients in one call (the runner's round)
+def _clients_case(seed, dtype, weighted, offset=0.0):
+    """Clients of a round: uneven sizes (one empty, one of one row, several blocks), float32/float64 rows in
+    C order, Fortran order, strided and reversed views; centres from the rows, two of them equal."""
+    rng = np.random.default_rng(seed)
+    d, k = 24, 9
+    sizes = [0, 1, 255, 257, 1300, 5000, 20_000, 700]
+    Xs = []
+    for i, n in enumerate(sizes):
+        X = (rng.normal(size=(2 * n, d)) * (1 + i) + offset).astype(dtype)
+        Xs.append([X[:n], np.asfortranarray(X[:n]), X[::2], X[::-1][:n]][i % 4])
+    C = np.vstack([x[:2] for x in Xs if len(x) >= 2]).astype(np.float64)[:k] + 0.01
+    C[3] = C[2]
+    w = (rng.random(d) * 2 + 0.1) if weighted else None
+    if weighted:
+        w[5] = 0.0
+    return Xs, C, w
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_clients_round_bit_identical_to_per_client_calls(dtype, weighted, offset):
+    """lloyd_stats_clients (one compiled call over the clients, the centre-side operands formed once) gives
+    every client exactly its own lloyd_stats(exact_inertia=False): counts, sums and inertia bit for bit,
+    for any n_jobs (also more threads than clients: the per-client fallback), whatever the layout."""
+    from fastfc._lloyd import lloyd_stats_clients
+
+    Xs, C, w = _clients_case(31, dtype, weighted, offset)
+    want = [lloyd_stats(X, C, w, exact_inertia=False) for X in Xs]
+    for n_jobs in (1, 2, 3, 16):
+        seconds = np.zeros(len(Xs))
+        counts, sums, inertia = lloyd_stats_clients(Xs, C, w, n_jobs=n_jobs, seconds=seconds)
+        assert counts.shape == (len(Xs), 9) and sums.shape == (len(Xs), 9, 24) and inertia.shape == (len(Xs), 9)
+        for i, (c, s, e) in enumerate(want):
+            np.testing.assert_array_equal(counts[i], c)
+            np.testing.assert_array_equal(sums[i], s)
+            np.testing.assert_array_equal(inertia[i], e)
+        assert (seconds >= 0).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_clients_round_against_numpy_reference(dtype):
+    """The many-clients kernel against plain NumPy: each client's counts are np.bincount of the nearest
+    centres and its sums within the module's bound of np.add.at's (float32 and float64 rows)."""
+    from fastfc._lloyd import lloyd_stats_clients
+
+    Xs, C, w = _clients_case(32, dtype, True)
+    counts, sums, _ = lloyd_stats_clients(Xs, C, w, n_jobs=2)
+    k = C.shape[0]
+    for i, X in enumerate(Xs):
+        labels = nearest_weighted(X, C, w)
+        np.testing.assert_array_equal(counts[i], np.bincount(labels, minlength=k))
+        ref_sums = np.zeros((k, X.shape[1]))
+        np.add.at(ref_sums, labels, np.asarray(X, dtype=np.float64))
+        if len(X):
+            _, _, ref_s, _, D = lloyd_stats_ref(X, C, w, labels=labels)
+            sums_bound, _, _ = _bounds(X, C, w, labels, D)
+            assert (np.abs(sums[i] - ref_sums) <= sums_bound).all()
+        else:
+            assert not sums[i].any()
+
+
+def test_clients_round_mixed_dtypes_and_direct_path():
+    """Float32 and float64 clients in one call (one set of operands per dtype), and shapes on the direct loop
+    (fewer than 8 features: one lloyd_stats call per client): the per-client results, bit for bit."""
+    from fastfc._lloyd import lloyd_stats_clients
+
+    rng = np.random.default_rng(33)
+    for d in (12, 3):
+        Xs = [rng.normal(size=(n, d)).astype(t) for n, t in [(900, np.float32), (300, np.float64), (2000, np.float32)]]
+        C = rng.normal(size=(5, d))
+        got = lloyd_stats_clients(Xs, C, n_jobs=2)
+        for i, X in enumerate(Xs):
+            for a, b in zip((g[i] for g in got), lloyd_stats(X, C, exact_inertia=False)):
+                np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_clients_round_rejects_nan_and_bad_shapes(dtype):
+    from fastfc._lloyd import lloyd_stats_clients
+
+    rng = np.random.default_rng(34)
+    Xs = [rng.normal(size=(600, 12)).astype(dtype) for _ in range(3)]
+    C = np.zeros((3, 12)) + np.arange(3)[:, None]
+    Xs[1][300, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        lloyd_stats_clients(Xs, C, n_jobs=2)
+    with pytest.raises(ValueError, match="features"):
+        lloyd_stats_clients([Xs[0], Xs[2][:, :11]], C)
+    with pytest.raises(ValueError, match="weight"):
+        lloyd_stats_clients([Xs[0], Xs[2]], C, -np.ones(12))

@@ -311,6 +311,9 @@ def test_refinement_on_the_blas_screen_equals_centralised_lloyd(dtype, units, mo
     calls = []
     real = lloyd_mod._round_stats
     monkeypatch.setattr(lloyd_mod, "_round_stats", lambda *a: calls.append(1) or real(*a))
+    # the runner's many-clients path: one compiled call over the clients (len(a[0]) clients each)
+    real_many = lloyd_mod.lloyd_round_clients_kernel
+    monkeypatch.setattr(lloyd_mod, "lloyd_round_clients_kernel", lambda *a: calls.extend([1] * len(a[0])) or real_many(*a))
     est = KFed(n_clusters=6, units=units, refine_rounds=6, refine_tol=0.0, random_state=4).fit_clients(Xc)
     R = est.n_refine_rounds_
     assert R >= 2
@@ -692,3 +695,42 @@ def test_fed_kmeans_round_one_reuses_the_summary_moments(seeder, monkeypatch):
     assert len(calls) == 3  # this fit: the summary's and the recomputed one
     np.testing.assert_array_equal(reused.labels_, recomputed.labels_)
     np.testing.assert_array_equal(reused.cluster_centers_, recomputed.cluster_centers_)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_init", [1, 3])
+def test_many_clients_round_path_same_fit_as_one_by_one(monkeypatch, n_jobs, dtype, n_init):
+    """The in-process runner runs a default refinement round over many clients in one call
+    (``_run_client_rounds``): the fit is exactly the one of running the clients one by one (labels, centres,
+    history, chain costs and bytes), single chain and parallel chains, any n_jobs."""
+    from fastfc.base import BaseFederatedClusterer
+
+    X, _ = _blobs(5, n=3000, d=12, k=5, spread=2.0)
+    Xc = _split(X.astype(dtype), 9, 5)
+
+    def fit():
+        return KFed(n_clusters=5, units="federated", refine_rounds=5, refine_tol=0.0, refine_n_init=n_init,
+                    random_state=6, n_jobs=n_jobs).fit_clients(Xc)
+
+    used = []
+    real = BaseFederatedClusterer._run_client_rounds
+    monkeypatch.setattr(BaseFederatedClusterer, "_run_client_rounds",
+                        lambda self, *a: used.append(1) or real(self, *a))
+    fast = fit()
+    assert fast.n_refine_rounds_ >= 2 and len(used) >= 1
+    monkeypatch.setattr(BaseFederatedClusterer, "_run_client_rounds", lambda self, *a: None)
+    slow = fit()
+    for a, b in zip(fast.client_labels_, slow.client_labels_):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(fast.cluster_centers_, slow.cluster_centers_)
+    assert fast.n_refine_rounds_ == slow.n_refine_rounds_
+    for key in fast.refine_history_:
+        np.testing.assert_array_equal(np.asarray(fast.refine_history_[key]), np.asarray(slow.refine_history_[key]))
+    if n_init > 1:
+        assert fast.refine_chain_ == slow.refine_chain_
+        np.testing.assert_array_equal(fast.refine_chain_cost_, slow.refine_chain_cost_)
+        np.testing.assert_array_equal(fast.refine_chain_rounds_, slow.refine_chain_rounds_)
+    np.testing.assert_array_equal(fast.bytes_up_, slow.bytes_up_)
+    np.testing.assert_array_equal(fast.bytes_down_, slow.bytes_down_)
+    assert (fast.client_seconds_ > 0).all()

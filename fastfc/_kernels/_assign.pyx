@@ -54,6 +54,7 @@ from cython.parallel cimport parallel, prange
 from libc.math cimport ldexp, sqrt
 from libc.float cimport DBL_EPSILON, FLT_EPSILON
 from libc.stdlib cimport calloc, malloc, free
+from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 ctypedef fused floating:
@@ -1614,7 +1615,9 @@ cdef bint _round_chunk_fma(
 @cython.wraparound(False)
 @cython.cdivision(True)
 cdef void _round_block(
-    const rowfloat[:, :] X,
+    const rowfloat* X,
+    Py_ssize_t rs,
+    Py_ssize_t cs,
     Py_ssize_t row_start,
     Py_ssize_t row_stop,
     RoundProblem* P,
@@ -1626,6 +1629,8 @@ cdef void _round_block(
     double* qsum,
 ) noexcept nogil:
     """Accumulate rows ``row_start:row_stop`` into one block's counts, raw sums and ``sum ||x w - mu||^2``.
+
+    ``X`` points at the first row; ``rs`` and ``cs`` are the row and column strides in bytes.
 
     Per chunk: the centred (weighted) squared norm of every row; the screen's products
     with BLAS on the raw rows (float32 rows against ``B32`` when ``P.path == 2`` and the
@@ -1668,12 +1673,12 @@ cdef void _round_block(
         m = stop - start
         mi = <int>m
         if rows_in_place:
-            rows = &X[start, 0]
+            rows = <const rowfloat*>(<const char*>X + start * rs)
         else:
             dst = <rowfloat*>W.rows
             for r in range(m):
                 for z in range(d):
-                    dst[r * d + z] = X[start + r, z]
+                    dst[r * d + z] = (<const rowfloat*>(<const char*>X + (start + r) * rs + z * cs))[0]
             rows = dst
         if P.fma and _round_chunk_fma(rows, m, row_stop - start if rows_in_place else m, P, W, counts, sums,
                                       qsum):
@@ -1823,6 +1828,8 @@ cdef void* _new_work(int kind, Py_ssize_t chunk, Py_ssize_t d, Py_ssize_t k, int
     return W
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 @cython.cdivision(True)
 cdef inline void _one_block(
     int kind,
@@ -1850,7 +1857,8 @@ cdef inline void _one_block(
         _lloyd_block(X, lo, hi, <LloydProblem*>P, rows_in_place, chunk_size, <LloydWork*>W,
                      counts_part + b * k, sums_part + b * k * d, extra_part + b * k)
     else:
-        _round_block(X, lo, hi, <RoundProblem*>P, rows_in_place, chunk_size, <RoundWork*>W,
+        _round_block(&X[0, 0], X.strides[0], X.strides[1], lo, hi, <RoundProblem*>P, rows_in_place, chunk_size,
+                     <RoundWork*>W,
                      counts_part + b * k, sums_part + b * k * d, extra_part + b * k)
 
 
@@ -2035,30 +2043,68 @@ def lloyd_stats_kernel(
                           chunk_size)
 
 
+cdef Py_ssize_t _fill_round_problem(RoundProblem* P, tuple ops) except -1:
+    """Point ``P`` at a round's centre-side operands ``ops`` (the caller keeps the tuple alive); returns ``path``.
+
+    ``ops`` = ``(C, B64, e64, cmax, mu, mu_norm, B32, e32, cmaxs, w, weighted, path, BT64, BT32, e32f, fma)``:
+
+    - ``C`` (k, d) C-contiguous float64 prototypes in distance units (multiplied by ``w`` when weighted);
+    - ``B64`` (k, d) ``C * w`` (``C`` unweighted); ``e64`` (k,) ``||C_j||^2``; ``cmax`` a bound of the
+      norms of ``C``;
+    - ``mu`` (d,) a centre of the prototypes (distance units); ``mu_norm`` a bound of ``||mu||``;
+    - ``B32`` (k, d) float32 ``(C - mu) * w`` (float32 screen; no entry may underflow); ``e32`` (k,)
+      float64 ``||C_j - mu||^2 + 2 mu.(C_j - mu)``; ``cmaxs`` a bound of the norms of ``C - mu``;
+    - ``w`` (d,) feature weights (read only when ``weighted``); ``weighted`` bool;
+    - ``path`` 1: float64 screen; 2: float32 screen (float32 rows; chunks whose magnitudes could
+      overflow float32 take the float64 one). Both give the same labels;
+    - ``BT64`` (d, k) ``B64`` transposed, ``BT32`` (d, k) ``B32`` transposed (float32 rows on path 2),
+      ``e32f`` (k,) ``e32`` rounded to float32 (``|e32|`` below about 1e36): the FMA screen's;
+    - ``fma`` bool: screen with fused multiply-adds on the rows in the lanes of vectors (AVX-512 and
+      FMA CPUs only; elsewhere, and for chunks with NaN, infinite or very large values, the BLAS
+      screen runs): the same labels, counts, sums and ``qsum``.
+    """
+    cdef const double[:, ::1] C = ops[0]
+    cdef const double[:, ::1] B64 = ops[1]
+    cdef const double[::1] e64 = ops[2]
+    cdef const double[::1] mu = ops[4]
+    cdef const float[:, ::1] B32 = ops[6]
+    cdef const double[::1] e32 = ops[7]
+    cdef const double[::1] w = ops[9]
+    cdef const double[:, ::1] BT64 = ops[12]
+    cdef const float[:, ::1] BT32 = ops[13]
+    cdef const float[::1] e32f = ops[14]
+    if len(ops) != 16:
+        raise ValueError(f"a round's operands are 16 values, got {len(ops)}")
+    P.C = &C[0, 0]
+    P.B64 = &B64[0, 0]
+    P.e64 = &e64[0]
+    P.cmax = ops[3]
+    P.mu = &mu[0]
+    P.mu_norm = ops[5]
+    P.B32 = &B32[0, 0]
+    P.e32 = &e32[0]
+    P.cmaxs = ops[8]
+    P.w = &w[0]
+    P.d = C.shape[1]
+    P.k = C.shape[0]
+    P.weighted = ops[10]
+    P.path = ops[11]
+    P.fma = ops[15]
+    P.BT64 = &BT64[0, 0]
+    P.BT32 = &BT32[0, 0]
+    P.e32f = &e32f[0]
+    return P.path
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.cdivision(True)
 def lloyd_round_kernel(
     const rowfloat[:, :] X,
-    const double[:, ::1] C,
-    const double[:, ::1] B64,
-    const double[::1] e64,
-    double cmax,
-    const double[::1] mu,
-    double mu_norm,
-    const float[:, ::1] B32,
-    const double[::1] e32,
-    double cmaxs,
-    const double[::1] w,
-    bint weighted,
-    int path,
+    tuple ops,
     long long[::1] counts,
     double[:, ::1] sums,
     double[::1] qsum,
-    const double[:, ::1] BT64,
-    const float[:, ::1] BT32,
-    const float[::1] e32f,
-    bint fma,
     Py_ssize_t n_blocks,
     int n_threads=1,
     Py_ssize_t chunk_size=256,
@@ -2075,31 +2121,9 @@ def lloyd_round_kernel(
     Parameters
     ----------
     X : (n, d) float32/float64, any strides
-    C : (k, d) float64 prototypes in distance units (multiplied by ``w`` when weighted)
-    B64 : (k, d) ``C * w`` (``C`` unweighted)
-    e64 : (k,) ``||C_j||^2``
-    cmax : float
-        Bound of the norms of ``C``.
-    mu : (d,) a centre of the prototypes (distance units)
-    mu_norm : float
-        Bound of ``||mu||``.
-    B32 : (k, d) float32 ``(C - mu) * w`` (float32 screen; no entry may underflow)
-    e32 : (k,) float64 ``||C_j - mu||^2 + 2 mu.(C_j - mu)``
-    cmaxs : float
-        Bound of the norms of ``C - mu``.
-    w : (d,) feature weights (read only when ``weighted``)
-    weighted : bool
-    path : int
-        1: float64 screen; 2: float32 screen (float32 rows; chunks whose magnitudes could
-        overflow float32 take the float64 one). Both give the same labels.
+    ops : tuple
+        The round's centre-side operands (see :func:`_fill_round_problem`; ``fastfc._lloyd._round_operands``).
     counts, sums, qsum : (k,), (k, d), (k,) zeroed outputs
-    BT64 : (d, k) ``B64`` transposed (FMA screen)
-    BT32 : (d, k) ``B32`` transposed (FMA screen, float32 rows on ``path`` 2)
-    e32f : (k,) ``e32`` rounded to float32 (FMA screen; ``|e32|`` must be below about 1e36)
-    fma : bool
-        Screen with fused multiply-adds on the rows in the lanes of vectors (AVX-512 and FMA
-        CPUs only; elsewhere, and for chunks with NaN, infinite or very large values, the BLAS
-        screen runs): the same labels, counts, sums and ``qsum``.
     n_blocks : int
     n_threads : int
         OpenMP threads. BLAS must be single-threaded.
@@ -2110,30 +2134,250 @@ def lloyd_round_kernel(
     ok : bool
         False when a work buffer could not be allocated (outputs then invalid).
     """
-    cdef Py_ssize_t d = C.shape[1]
-    cdef Py_ssize_t k = C.shape[0]
     cdef RoundProblem P
     cdef bint rows_in_place
-    P.C = &C[0, 0]
-    P.B64 = &B64[0, 0]
-    P.e64 = &e64[0]
-    P.cmax = cmax
-    P.mu = &mu[0]
-    P.mu_norm = mu_norm
-    P.B32 = &B32[0, 0]
-    P.e32 = &e32[0]
-    P.cmaxs = cmaxs
-    P.w = &w[0]
-    P.d = d
-    P.k = k
-    P.weighted = weighted
-    P.path = path
-    P.fma = fma
-    P.BT64 = &BT64[0, 0]
-    P.BT32 = &BT32[0, 0]
-    P.e32f = &e32f[0]
+    cdef int path = <int>_fill_round_problem(&P, ops)
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    if not (counts.shape[0] == k and qsum.shape[0] == k and sums.shape[0] == k and sums.shape[1] == d
+            and X.shape[1] == d):
+        raise ValueError("lloyd_round_kernel: inconsistent shapes")
     # C-contiguous rows are screened in place (else copied chunk by chunk)
     rows_in_place = (d > 0 and X.strides[1] == sizeof(rowfloat)
                      and X.strides[0] == d * <Py_ssize_t>sizeof(rowfloat))
     return _blocked_stats(_ROUND, X, <void*>&P, rows_in_place, path, d, k, counts, sums, qsum, n_blocks, n_threads,
                           chunk_size)
+
+
+# --------------------------------------------------------------------------------------
+# One refinement round over many clients (the in-process runner's path)
+# --------------------------------------------------------------------------------------
+
+cdef extern from *:
+    """
+    #include <time.h>
+    static double fastfc_wall_seconds(void) {
+        struct timespec ts;
+        if (timespec_get(&ts, TIME_UTC) != TIME_UTC) return 0.0;
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+    """
+    double fastfc_wall_seconds() noexcept nogil
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+cdef void _round_one_client(
+    const rowfloat* X,
+    Py_ssize_t n,
+    Py_ssize_t rs,
+    Py_ssize_t cs,
+    RoundProblem* P,
+    Py_ssize_t B,
+    Py_ssize_t chunk_size,
+    RoundWork* W,
+    long long* counts_part,
+    double* sums_part,
+    double* extra_part,
+    long long* counts,
+    double* sums,
+    double* qsum,
+) noexcept nogil:
+    """One client's :func:`lloyd_round_kernel` (its ``B`` blocks in order, then their partials added in
+    block order into the zeroed ``counts``, ``sums``, ``qsum``): the same bits as :func:`_blocked_stats`
+    with :func:`_round_block`. Block 0 accumulates straight into the outputs: a partial starts at +0.0 and
+    never becomes -0.0 (a sum is -0.0 only when both terms are), so ``0.0 + partial`` is the partial
+    itself; blocks 1 .. B-1 go through the partial buffers (room for ``B - 1`` blocks) and are added after."""
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    cdef Py_ssize_t n_chunks, b, c, j, lo, hi
+    cdef bint rows_in_place
+    if n == 0 or B < 1:
+        return
+    rows_in_place = (d > 0 and cs == <Py_ssize_t>sizeof(rowfloat) and rs == d * <Py_ssize_t>sizeof(rowfloat))
+    if B > 1:
+        memset(counts_part, 0, (B - 1) * k * sizeof(long long))
+        memset(sums_part, 0, (B - 1) * k * d * sizeof(double))
+        memset(extra_part, 0, (B - 1) * k * sizeof(double))
+    n_chunks = (n + chunk_size - 1) // chunk_size
+    for b in range(B):
+        lo = (b * n_chunks // B) * chunk_size
+        hi = ((b + 1) * n_chunks // B) * chunk_size
+        if hi > n:
+            hi = n
+        if b == 0:
+            _round_block(X, rs, cs, lo, hi, P, rows_in_place, chunk_size, W, counts, sums, qsum)
+        else:
+            _round_block(X, rs, cs, lo, hi, P, rows_in_place, chunk_size, W,
+                         counts_part + (b - 1) * k, sums_part + (b - 1) * k * d, extra_part + (b - 1) * k)
+    for b in range(B - 1):
+        for c in range(k):
+            counts[c] += counts_part[b * k + c]
+            qsum[c] += extra_part[b * k + c]
+            for j in range(d):
+                sums[c * d + j] += sums_part[(b * k + c) * d + j]
+
+
+cdef struct ClientRows:
+    const long long* addr    # (m,) address of each client's first row
+    const Py_ssize_t* n      # (m,) rows
+    const Py_ssize_t* rs     # (m,) row strides (bytes)
+    const Py_ssize_t* cs     # (m,) column strides (bytes)
+    const Py_ssize_t* B      # (m,) blocks
+    bint f32                 # float32 rows (else float64)
+
+
+cdef struct ClientWork:
+    RoundWork* W           # one block's work buffers
+    long long* cp          # partials of up to max_B blocks
+    double* sp
+    double* ep
+
+
+cdef bint _new_client_work(ClientWork* T, Py_ssize_t max_B, Py_ssize_t chunk_size, Py_ssize_t d, Py_ssize_t k,
+                           int path) noexcept nogil:
+    """One thread's buffers for :func:`_round_client_at`; False on failure (then freed by :func:`_del_client_work`)."""
+    T.W = <RoundWork*>_new_work(_ROUND, chunk_size, d, k, path)
+    T.cp = <long long*>malloc((max_B * k + 1) * sizeof(long long))
+    T.sp = <double*>malloc((max_B * k * d + 1) * sizeof(double))
+    T.ep = <double*>malloc((max_B * k + 1) * sizeof(double))
+    return T.W != NULL and T.cp != NULL and T.sp != NULL and T.ep != NULL
+
+
+cdef void _del_client_work(ClientWork* T) noexcept nogil:
+    _del_work(_ROUND, T.W)
+    free(T.cp)
+    free(T.sp)
+    free(T.ep)
+
+
+@cython.cdivision(True)
+cdef void _round_client_at(ClientRows* R, Py_ssize_t i, RoundProblem* P, Py_ssize_t chunk_size, ClientWork* T,
+                           long long* counts, double* sums, double* qsum, double* seconds) noexcept nogil:
+    """Client ``i`` of ``R`` into row ``i`` of the outputs, its wall time into ``seconds[i]``."""
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    cdef double t0 = fastfc_wall_seconds()
+    if R.f32:
+        _round_one_client(<const float*><size_t>R.addr[i], R.n[i], R.rs[i], R.cs[i], P, R.B[i], chunk_size, T.W,
+                          T.cp, T.sp, T.ep, counts + i * k, sums + i * k * d, qsum + i * k)
+    else:
+        _round_one_client(<const double*><size_t>R.addr[i], R.n[i], R.rs[i], R.cs[i], P, R.B[i], chunk_size, T.W,
+                          T.cp, T.sp, T.ep, counts + i * k, sums + i * k * d, qsum + i * k)
+    seconds[i] = fastfc_wall_seconds() - t0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.cdivision(True)
+def lloyd_round_clients_kernel(
+    const long long[::1] addr,
+    const Py_ssize_t[::1] n_rows,
+    const Py_ssize_t[::1] row_stride,
+    const Py_ssize_t[::1] col_stride,
+    bint f32,
+    tuple ops,
+    long long[:, ::1] counts,
+    double[:, :, ::1] sums,
+    double[:, ::1] qsum,
+    const Py_ssize_t[::1] n_blocks,
+    const Py_ssize_t[::1] order,
+    double[::1] seconds,
+    int n_threads=1,
+    Py_ssize_t chunk_size=256,
+):
+    """:func:`lloyd_round_kernel` for ``m`` clients at once, each client's outputs bit-identical to its own call.
+
+    The centre-side operands (``ops``, as in :func:`lloyd_round_kernel`) are shared; client ``i``'s
+    rows are the ``n_rows[i]`` x ``d`` array of the rows' dtype (float32 when ``f32``, else float64) at address
+    ``addr[i]`` with byte strides ``row_stride[i]``, ``col_stride[i]`` (the caller keeps the arrays alive),
+    cut into ``n_blocks[i]`` blocks. Each client is computed by one thread, block after block, then its
+    partials are added in block order: the operations of its own :func:`lloyd_round_kernel` call (whose
+    results do not depend on its threads). The ``n_threads`` threads take the clients in ``order`` (a
+    schedule only: ``dynamic``), each with one set of work buffers for all its clients.
+
+    Parameters
+    ----------
+    addr, n_rows, row_stride, col_stride : (m,) the clients' rows
+    f32 : bool
+    ops : tuple
+        The round's operands (see :func:`_fill_round_problem`).
+    counts, sums, qsum : (m, k), (m, k, d), (m, k) zeroed outputs, one row per client
+    n_blocks : (m,) blocks of each client (``fastfc._lloyd.n_blocks`` of its shape)
+    order : (m,) a permutation of the clients: the order in which threads take them
+    seconds : (m,) output, each client's wall seconds in the kernel
+    n_threads : int
+        OpenMP threads over the clients (ignored in a serial build). BLAS must be single-threaded.
+    chunk_size : int
+
+    Returns
+    -------
+    ok : bool
+        False when a work buffer could not be allocated (outputs then invalid).
+    """
+    cdef Py_ssize_t m = addr.shape[0]
+    cdef RoundProblem P
+    cdef int path = <int>_fill_round_problem(&P, ops)
+    cdef Py_ssize_t d = P.d
+    cdef Py_ssize_t k = P.k
+    cdef Py_ssize_t i, t, max_B = 0
+    cdef int failed = 0
+    cdef ClientRows R
+    cdef ClientWork T
+    cdef ClientWork* Tp = NULL
+    cdef bint ok_work
+    cdef char* client_failed
+    if m == 0:
+        return True
+    if not (n_rows.shape[0] == m and row_stride.shape[0] == m and col_stride.shape[0] == m
+            and n_blocks.shape[0] == m and order.shape[0] == m and seconds.shape[0] == m
+            and counts.shape[0] == m and sums.shape[0] == m and qsum.shape[0] == m
+            and counts.shape[1] == k and qsum.shape[1] == k and sums.shape[1] == k and sums.shape[2] == d):
+        raise ValueError("lloyd_round_clients_kernel: inconsistent client or output shapes")
+    for i in range(m):
+        if order[i] < 0 or order[i] >= m:
+            raise ValueError("lloyd_round_clients_kernel: order must be a permutation of the clients")
+        if n_blocks[i] > max_B:
+            max_B = n_blocks[i]
+    if chunk_size < 1:
+        chunk_size = 1
+    R.addr = &addr[0]
+    R.n = &n_rows[0]
+    R.rs = &row_stride[0]
+    R.cs = &col_stride[0]
+    R.B = &n_blocks[0]
+    R.f32 = f32
+    n_threads = _threads_for(n_threads, m)
+    if n_threads == 1:
+        with nogil:
+            if _new_client_work(&T, max_B, chunk_size, d, k, path):
+                for t in range(m):
+                    _round_client_at(&R, order[t], &P, chunk_size, &T, &counts[0, 0], &sums[0, 0, 0], &qsum[0, 0],
+                                     &seconds[0])
+            else:
+                failed = 1
+            _del_client_work(&T)
+    else:
+        client_failed = <char*>calloc(m, sizeof(char))
+        if client_failed == NULL:
+            return False
+        with nogil, parallel(num_threads=n_threads):
+            # one set of buffers per thread (pointers assigned in the block are thread-private); clients
+            # taken in ``order``
+            Tp = <ClientWork*>calloc(1, sizeof(ClientWork))
+            ok_work = Tp != NULL and _new_client_work(Tp, max_B, chunk_size, d, k, path)
+            for t in prange(m, schedule="dynamic"):
+                if ok_work:
+                    _round_client_at(&R, order[t], &P, chunk_size, Tp, &counts[0, 0], &sums[0, 0, 0], &qsum[0, 0],
+                                     &seconds[0])
+                else:
+                    client_failed[t] = 1
+            if Tp != NULL:
+                _del_client_work(Tp)
+                free(Tp)
+        for t in range(m):
+            if client_failed[t]:
+                failed = 1
+        free(client_failed)
+    return failed == 0
