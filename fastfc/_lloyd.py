@@ -19,7 +19,7 @@ import numpy as np
 
 from ._assign import GEMM_MIN_FEATURES, _as_float_2d, gemm_norms
 from ._kernels._assign import lloyd_round_clients_kernel, lloyd_round_kernel, lloyd_stats_kernel
-from ._parallel import effective_n_jobs, kernel_threads, limit_blas_threads
+from ._parallel import kernel_threads, limit_blas_threads
 
 __all__ = ["lloyd_stats", "lloyd_stats_clients", "n_blocks", "use_fma_screen", "use_screen"]
 
