@@ -20,15 +20,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from _provenance import run_with_out
+from _shared import checkout_workers
 
 ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC"]
 
@@ -66,34 +63,23 @@ for line in sys.stdin:
 
 def run(args) -> int:
     """Time both checkouts as ``args`` asks and print the table; returns 0 (1 when some hash differs)."""
-    trees = {"old": str(Path(args.old).resolve()), "new": str(Path(args.new).resolve())}
-    procs = {
-        name: subprocess.Popen([sys.executable, "-c", _WORKER], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for name, tree in trees.items()
-    }
-    who = "one client (`fit(X)`)" if args.clients == 1 else f"{args.clients} equal clients (`fit_clients`)"
-    print(f"# {'One client' if args.clients == 1 else f'{args.clients} clients'}, n_jobs=2 against n_jobs=1: "
-          "two checkouts side by side\n")
-    print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}). {args.n} rows x "
-          f"{args.d} features (10-cluster Gaussian mixture, seed 0), {who}, `n_clusters=10`, "
-          f"`random_state=0`, JIT warm; the two checkouts alternate (order swapped every round), medians of "
-          f"{args.rounds} rounds. wall, CPU (process, all threads) and main-thread CPU in ms for n_jobs=1 / "
-          "n_jobs=2; `speed-up` = wall(1) / wall(2) (target >= 1.7); `bounded est.` = main(1) / max(main(2), "
-          "CPU(2) / 2), the idle-machine estimate of `bench_kernels.py --table parallel` (on two cores the wall "
-          "time is at least half the process CPU); `same` = every fit of both checkouts and both thread counts "
-          "gave the same labels and centres (hash).\n")
-    print("| estimator | tree | wall 1 | wall 2 | speed-up | CPU 1 | CPU 2 | main 1 | main 2 | bounded est. | same |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
     status = 0
-    try:
+    with checkout_workers(args.old, args.new, _WORKER) as (trees, ask):
+        who = "one client (`fit(X)`)" if args.clients == 1 else f"{args.clients} equal clients (`fit_clients`)"
+        print(f"# {'One client' if args.clients == 1 else f'{args.clients} clients'}, n_jobs=2 against n_jobs=1: "
+              "two checkouts side by side\n")
+        print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}). {args.n} rows x "
+              f"{args.d} features (10-cluster Gaussian mixture, seed 0), {who}, `n_clusters=10`, "
+              f"`random_state=0`, JIT warm; the two checkouts alternate (order swapped every round), medians of "
+              f"{args.rounds} rounds. wall, CPU (process, all threads) and main-thread CPU in ms for n_jobs=1 / "
+              "n_jobs=2; `speed-up` = wall(1) / wall(2) (target >= 1.7); `bounded est.` = main(1) / max(main(2), "
+              "CPU(2) / 2), the idle-machine estimate of `bench_kernels.py --table parallel` (on two cores the wall "
+              "time is at least half the process CPU); `same` = every fit of both checkouts and both thread counts "
+              "gave the same labels and centres (hash).\n")
+        print("| estimator | tree | wall 1 | wall 2 | speed-up | CPU 1 | CPU 2 | main 1 | main 2 | bounded est. | same |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name in args.estimators.split(","):
-            res = {"old": [], "new": []}
-            for r in range(args.rounds):
-                for tree in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                    procs[tree].stdin.write(f"{name} {args.n} {args.d} {args.clients}\n")
-                    procs[tree].stdin.flush()
-                    res[tree].append(json.loads(procs[tree].stdout.readline()))
+            res = ask(f"{name} {args.n} {args.d} {args.clients}", args.rounds)
             hashes = {x[nj][3] for tree in res for x in res[tree] for nj in ("1", "2")}
             same = len(hashes) == 1
             status |= not same
@@ -103,10 +89,6 @@ def run(args) -> int:
                 (w1, c1, m1), (w2, c2, m2) = med["1"], med["2"]
                 print(f"| {name} | {tree} | {w1:.1f} | {w2:.1f} | {w1 / w2:.2f} | {c1:.1f} | {c2:.1f} | {m1:.1f} "
                       f"| {m2:.1f} | {m1 / max(m2, c2 / 2):.2f} | {same} |", flush=True)
-    finally:
-        for p in procs.values():
-            p.stdin.close()
-            p.wait()
     return status
 
 
