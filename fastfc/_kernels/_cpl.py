@@ -1031,6 +1031,9 @@ def _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live
                     eta, n_threads):
     """:func:`cpl_pass` in robust semantics on ``n_threads`` threads (``d <= 128``).
 
+    No longer chosen by :func:`cpl_pass` (:func:`_cpl_pass_ovd` costs less on the main thread
+    and in total); kept as a tested alternative.
+
     Rows are taken in blocks. At a block's start the distances of its rows to every listed
     candidate are computed on Numba's threads against the centroids of that moment, with, per
     row, the lists of the largest score lower and upper bounds (:func:`_block_lists_t`; the
@@ -1261,7 +1264,7 @@ def _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live
 
 
 # --------------------------------------------------------------------------------------------
-# CPL: the overlapped list pass of robust semantics (the walk of one block beside the lists of
+# CPL: the overlapped pass of robust semantics (the walk of one block beside the distances of
 # the next)
 # --------------------------------------------------------------------------------------------
 @numba.extending.intrinsic
@@ -1279,35 +1282,6 @@ def _cycles(typingctx):
 
 
 @numba.njit(**_NO_REFCOUNT)
-def _list_rows_t(X, i0, r_lo, r_hi, CT, MwT, n_live, BLb, BUb, acc, DB, LOv, LOt, HIv, HIt):
-    """Rows ``i0 + r``, ``r_lo <= r < r_hi``, of :func:`_block_lists_t`, on the calling thread
-    (the same code, so the same bits)."""
-    KL = LOv.shape[1]
-    KH = HIv.shape[1]
-    for r in range(r_lo, r_hi):
-        row = DB[r]
-        _live_dists_t(X, i0 + r, CT, MwT, n_live, acc, row)
-        lv = LOv[r]
-        lt = LOt[r]
-        hv = HIv[r]
-        ht = HIt[r]
-        for e in range(KL):
-            lv[e] = -np.inf
-            lt[e] = -1
-        for e in range(KH):
-            hv[e] = -np.inf
-            ht[e] = -1
-        for t in range(n_live):
-            h = 0.5 * row[t]
-            a = BLb[t] - h
-            if a > lv[KL - 1]:
-                _top_insert(lv, lt, a, t)
-            b = BUb[t] - h
-            if b > hv[KH - 1]:
-                _top_insert(hv, ht, b, t)
-
-
-@numba.njit(**_NO_REFCOUNT)
 def _moved_from_t(C, Mw, j, CT0, t):
     """Weighted length ``sqrt(sum_z Mw[j, z] (C[j, z] - CT0[z, t])^2)`` of candidate ``j``'s
     move from the column ``t`` of a transposed snapshot."""
@@ -1316,343 +1290,6 @@ def _moved_from_t(C, Mw, j, CT0, t):
         e = C[j, z] - CT0[z, t]
         s += Mw[j, z] * (e * e)
     return math.sqrt(s)
-
-
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _ovl_walk(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i0, nb, b,
-              DB, LOv, LOt, HIv, HIt, BUs, CTs, touched, moved, lt, lm, tlist, BLc, BUc, shift,
-              dlow, ist, fst):
-    """The sequential walk of block ``b`` (rows ``i0 .. i0 + nb - 1``) of
-    :func:`_cpl_pass_ovl`: :func:`_cpl_pass_lists`'s walk, against lists computed one block
-    earlier.
-
-    The lists ``DB``/``LOv``/``LOt``/``HIv``/``HIt`` of this block were computed against the
-    snapshot ``s_b`` taken at the start of block ``b - 1``: the centroids ``CTs`` (d, k,
-    transposed) and the offset bounds ``BUs`` (and the lower bounds in the lists), valid from
-    the ``W`` of that moment to the end of this block. A candidate is *touched* when its
-    offsets, count or centroid changed since ``s_b`` (``lt[t] >= b - 1``: the block index of
-    its last touch) and *moved* when its centroid did (``lm[t] >= b - 1``); the touched ones
-    get bounds of their own (``BLc``, ``BUc``, refreshed here for this block's range of ``W``)
-    and a moved one's distance is bounded by the triangle inequality from its distance to the
-    snapshot column (``shift``: the weighted length of its move since ``s_b``) and computed
-    exactly (:func:`_one_dist_r`) when scored. Everything else is :func:`_cpl_pass_lists`'s
-    walk, so the winner, the rival and every value used are the sequential pass's.
-
-    ``ist`` int64 INOUT: ``[n_t, changed, work, work_half]``; ``fst`` float64 INOUT: ``[W]``.
-    """
-    d = X.shape[1]
-    n_live = BUs.shape[0]
-    n_t = ist[0]
-    changed = ist[1] != 0
-    W = fst[0]
-    Wend = W + nb
-    # touched since s_b: drop the ones touched last before block b - 1, refresh the others'
-    # bounds for this block and their moves against this block's snapshot
-    m = 0
-    for q in range(n_t):
-        t = tlist[q]
-        if lt[t] >= b - 1:
-            tlist[m] = t
-            m += 1
-            j = live_idx[t]
-            _set_bounds(j, t, logw, wins, live, W, Wend, BLc, BUc)
-            if lm[t] >= b - 1:
-                moved[t] = 1
-                shift[t] = _moved_from_t(C, Mw, j, CTs, t)
-            else:
-                moved[t] = 0
-        else:
-            touched[t] = 0
-            moved[t] = 0
-    n_t = m
-    work = 0
-    work_half = 0
-    for r in range(nb):
-        i = i0 + r
-        if 2 * r == nb:
-            work_half = work
-        dist = DB[r]
-        yi = y[i]
-        lo1 = -np.inf
-        lo2 = -np.inf
-        found = 0
-        for e in range(_TOP_LO):
-            t = LOt[r, e]
-            if t < 0:
-                break
-            if touched[t] != 0:
-                continue
-            lo1, lo2 = _push2(LOv[r, e], lo1, lo2)
-            found += 1
-            if found == 2:
-                break
-        n_mv = 0
-        for q in range(n_t):
-            t = tlist[q]
-            if moved[t] != 0:
-                r0 = math.sqrt(dist[t])
-                sh = shift[t]
-                lw = r0 - sh - 1e-9 * (r0 + sh)
-                dlow[t] = lw * lw if lw > 0.0 else 0.0
-                up = (r0 + sh) * (1.0 + 1e-9)
-                lo1, lo2 = _push2(BLc[t] - 0.5 * (up * up), lo1, lo2)
-                n_mv += 1
-            else:
-                dlow[t] = dist[t]
-                lo1, lo2 = _push2(BLc[t] - 0.5 * dist[t], lo1, lo2)
-        work += 4 * n_t + 16 * n_mv
-        best = -np.inf
-        second = -np.inf
-        bi = -1
-        si = -1
-        scan = lo2 == -np.inf or (HIt[r, _TOP_HI - 1] >= 0 and not _below(HIv[r, _TOP_HI - 1], lo2))
-        if scan:
-            for t in range(n_live):
-                if touched[t] != 0 or _below(BUs[t] - 0.5 * dist[t], lo2):
-                    continue
-                j = live_idx[t]
-                if live[j] == 0:
-                    continue
-                sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * dist[t]
-                best, bi, second, si = _top2(sc, j, best, bi, second, si)
-        else:
-            for e in range(_TOP_HI):
-                t = HIt[r, e]
-                if t < 0 or _below(HIv[r, e], lo2):
-                    break
-                if touched[t] != 0:
-                    continue
-                j = live_idx[t]
-                if live[j] == 0:
-                    continue
-                sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * dist[t]
-                best, bi, second, si = _top2(sc, j, best, bi, second, si)
-        for q in range(n_t):
-            t = tlist[q]
-            if _below(BUc[t] - 0.5 * dlow[t], lo2):
-                continue
-            j = live_idx[t]
-            if live[j] == 0:
-                continue
-            if moved[t] != 0:
-                D = _one_dist_r(X, i, C, Mw, j)
-                work += d
-            else:
-                D = dist[t]
-            sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * D
-            best, bi, second, si = _top2(sc, j, best, bi, second, si)
-
-        v = bi
-        theta[v] += eta
-        logw[v] = log_sigmoid_weight(theta[v])
-        r_ = -1
-        if si >= 0:
-            r_ = si
-            theta[r_] -= eta * math.exp(second - best)
-            logw[r_] = log_sigmoid_weight(theta[r_])
-        wins[v] += 1.0
-        W += 1.0
-        if r_ >= 0 and tpos[r_] >= 0:
-            t = tpos[r_]
-            lt[t] = b
-            if touched[t] == 0:
-                touched[t] = 1
-                tlist[n_t] = t
-                n_t += 1
-            _set_bounds(r_, t, logw, wins, live, W, Wend, BLc, BUc)
-        pv = tpos[v]
-        if pv >= 0:
-            lt[pv] = b
-            if touched[pv] == 0:
-                touched[pv] = 1
-                tlist[n_t] = pv
-                n_t += 1
-            _set_bounds(v, pv, logw, wins, live, W, Wend, BLc, BUc)
-
-        if yi != v:
-            cnt[v] += 1
-            cv = cnt[v]
-            for z in range(d):
-                S[v, z] += X[i, z]
-                C[v, z] = S[v, z] / cv
-            if pv >= 0:
-                lm[pv] = b
-                moved[pv] = 1
-                shift[pv] = _moved_from_t(C, Mw, v, CTs, pv)
-            if yi >= 0:
-                cnt[yi] -= 1
-                co = cnt[yi]
-                po = tpos[yi]
-                if po >= 0:
-                    lt[po] = b
-                    if touched[po] == 0:
-                        touched[po] = 1
-                        tlist[n_t] = po
-                        n_t += 1
-                        _set_bounds(yi, po, logw, wins, live, W, Wend, BLc, BUc)
-                if co > 0:
-                    for z in range(d):
-                        S[yi, z] -= X[i, z]
-                        C[yi, z] = S[yi, z] / co
-                    if po >= 0:
-                        lm[po] = b
-                        moved[po] = 1
-                        shift[po] = _moved_from_t(C, Mw, yi, CTs, po)
-                else:
-                    for z in range(d):
-                        S[yi, z] -= X[i, z]
-                    live[yi] = 0  # empty: dead at once
-                    if po >= 0:
-                        BLc[po] = -np.inf
-                        BUc[po] = -np.inf
-            y[i] = v
-            changed = True
-    ist[0] = n_t
-    ist[1] = 1 if changed else 0
-    ist[2] = work
-    ist[3] = work_half
-    fst[0] = W
-
-
-@numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _ovl_region(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i0, nb, b,
-                DB, LOv, LOt, HIv, HIt, BUs, CTs, touched, moved, lt, lm, tlist, BLc, BUc, shift,
-                dlow, ist, fst, j0, nb2, m2, MwT, CT2, BL2, BU2, acc, DB2, LOv2, LOt2, HIv2, HIt2,
-                cyc):
-    """One parallel region of :func:`_cpl_pass_ovl`, two parts: the walk of block ``b``
-    (:func:`_ovl_walk`) followed by the lists of rows ``m2 .. nb2 - 1`` of the next block
-    (rows ``j0 ..``, :func:`_list_rows_t` against the snapshot ``CT2``, ``BL2``, ``BU2``), and
-    beside them the lists of its rows ``0 .. m2 - 1``. The two parts write disjoint arrays; the
-    next block's lists read only the snapshot, never the state the walk changes. ``cyc`` (3,)
-    OUT: cycles of the walk, of the first part's lists and of the second part's lists."""
-    for p in numba.prange(2):
-        if p == 0:
-            c0 = _cycles()
-            _ovl_walk(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i0, nb, b,
-                      DB, LOv, LOt, HIv, HIt, BUs, CTs, touched, moved, lt, lm, tlist, BLc, BUc,
-                      shift, dlow, ist, fst)
-            c1 = _cycles()
-            _list_rows_t(X, j0, m2, nb2, CT2, MwT, BU2.shape[0], BL2, BU2, acc[0], DB2, LOv2, LOt2,
-                         HIv2, HIt2)
-            cyc[0] = c1 - c0
-            cyc[1] = _cycles() - c1
-        else:
-            c0 = _cycles()
-            _list_rows_t(X, j0, 0, m2, CT2, MwT, BU2.shape[0], BL2, BU2, acc[1], DB2, LOv2, LOt2,
-                         HIv2, HIt2)
-            cyc[2] = _cycles() - c0
-
-
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _cpl_pass_ovl(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, eta):
-    """:func:`_cpl_pass_lists` with the lists of the next block computed while the current
-    block is walked (robust semantics, two threads, ``d <= 128``). Same arguments and result.
-
-    Each parallel region runs the walk of block ``b`` and, beside it, the distances and bound
-    lists of block ``b + 1`` against a snapshot (centroids and offset bounds) taken at the
-    start of block ``b``; the thread that walks also computes a share of those lists after the
-    walk, sized from the cycle counts of the previous region so that both parts end together.
-    The snapshot is one block older than in :func:`_cpl_pass_lists`, so the walk of block
-    ``b + 1`` treats as touched every candidate changed since the start of block ``b`` (two
-    blocks; the bounds of :func:`_refresh_bounds` are taken over both). Which rows each thread
-    computes, the block lengths and the timing change no value: every distance is the same
-    code on the same inputs, every bound is sound, so the result is bit-identical to the
-    sequential pass.
-    """
-    n, d = X.shape
-    k = cnt.shape[0]
-    W = wins_sum
-    MwT = np.empty((d, k))
-    CTs = np.empty((2, d, k))
-    tpos = np.empty(k, dtype=np.int64)
-    _build_live_t(C, Mw, live_idx, n_live, CTs[0], MwT, tpos)
-    CTs[1, :, :] = CTs[0]
-    nl = max(1, n_live)
-    blk_max = max(_LIST_BLOCK_MIN, min(n, _LIST_BLOCK_MAX, _BLOCK_BUDGET // nl))
-    blk = min(blk_max, 64)
-    DB = np.empty((2, blk_max, nl))
-    LOv = np.empty((2, blk_max, _TOP_LO))
-    LOt = np.empty((2, blk_max, _TOP_LO), dtype=np.int64)
-    HIv = np.empty((2, blk_max, _TOP_HI))
-    HIt = np.empty((2, blk_max, _TOP_HI), dtype=np.int64)
-    BLs = np.empty((2, n_live))
-    BUs = np.empty((2, n_live))
-    acc = np.empty((2, 8, k))
-    touched = np.zeros(k, dtype=np.uint8)
-    moved = np.zeros(k, dtype=np.uint8)
-    lt = np.full(k, -10, dtype=np.int64)
-    lm = np.full(k, -10, dtype=np.int64)
-    tlist = np.empty(k, dtype=np.int64)
-    BLc = np.empty(k)
-    BUc = np.empty(k)
-    shift = np.zeros(k)
-    dlow = np.empty(k)
-    ist = np.zeros(4, dtype=np.int64)
-    fst = np.empty(1)
-    fst[0] = W
-    cyc = np.zeros(3, dtype=np.int64)
-    # block 0: its lists on both threads, against the state at the start
-    nb = min(blk, n)
-    _refresh_bounds(logw, wins, live, live_idx, n_live, W, W + nb, BLs[0], BUs[0])
-    _block_lists_t(X, 0, nb, CTs[0], MwT, n_live, BLs[0], BUs[0], acc, DB[0], LOv[0], LOt[0],
-                   HIv[0], HIt[0])
-    i = 0
-    b = 0
-    walk_pr = 0.0  # cycles per row of the walk, and of the lists (last region)
-    list_pr = 0.0
-    while i < n:
-        q = b % 2
-        j0 = i + nb
-        nb2 = min(blk, n - j0)
-        if nb2 > 0:
-            q2 = 1 - q
-            # snapshot s_{b+1} (now) into the buffer of s_{b-1}: the columns moved since then
-            # (moved in block b - 2 or b - 1: all in the touched list)
-            for e in range(ist[0]):
-                t = tlist[e]
-                if lm[t] >= b - 2:
-                    j = live_idx[t]
-                    for z in range(d):
-                        CTs[q2, z, t] = C[j, z]
-            W = fst[0]
-            _refresh_bounds(logw, wins, live, live_idx, n_live, W, W + nb + nb2, BLs[q2], BUs[q2])
-            # the walking thread's share of the next lists: both parts end together
-            m2 = nb2
-            if list_pr > 0.0:
-                share = 0.5 * (nb2 - walk_pr * nb / list_pr)
-                m2 = nb2 - min(nb2, max(0, int(share)))
-            _ovl_region(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i, nb, b,
-                        DB[q], LOv[q], LOt[q], HIv[q], HIt[q], BUs[q], CTs[q], touched, moved, lt, lm,
-                        tlist, BLc, BUc, shift, dlow, ist, fst, j0, nb2, m2, MwT, CTs[q2], BLs[q2],
-                        BUs[q2], acc, DB[q2], LOv[q2], LOt[q2], HIv[q2], HIt[q2], cyc)
-            if nb > 0:
-                walk_pr = cyc[0] / nb
-            rows_lists = 0
-            c_lists = 0
-            if m2 > 0:
-                rows_lists += m2
-                c_lists += cyc[2]
-            if nb2 - m2 > 0:
-                rows_lists += nb2 - m2
-                c_lists += cyc[1]
-            if rows_lists > 0:
-                list_pr = c_lists / rows_lists
-        else:
-            _ovl_walk(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i, nb, b,
-                      DB[q], LOv[q], LOt[q], HIv[q], HIt[q], BUs[q], CTs[q], touched, moved, lt, lm,
-                      tlist, BLc, BUc, shift, dlow, ist, fst)
-        # block length: the staleness the second half of the block added against a region's cost
-        work = ist[2]
-        work_half = ist[3]
-        grow = (work - work_half) - work_half
-        if 4 * grow < _LIST_REGION_COST:
-            blk = min(2 * blk, blk_max)
-        elif grow > _LIST_REGION_COST:
-            blk = max(blk // 2, _LIST_BLOCK_MIN)
-        i = j0
-        nb = nb2
-        b += 1
-    return ist[1] != 0, n_live
 
 
 @numba.njit(**_NO_REFCOUNT)
@@ -1932,22 +1569,22 @@ def _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_i
     return ist[1] != 0, n_live
 
 
-import os as _os
-_OVL = _os.environ.get('FFC_OVL', '1')
-_OVL_HINTED = _os.environ.get('FFC_OVL_HINTED', '0') == '1'
-
-
 def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
              wnan, eta, reference, n_threads=1, rv=None):
-    """One CPL pass (epoch): :func:`_cpl_pass_lists` or :func:`_cpl_pass_one` (same arguments).
+    """One CPL pass (epoch): :func:`_cpl_pass_ovd` or :func:`_cpl_pass_one` (same arguments).
 
     Robust semantics on more than one thread with ``d <= 128``, at least ``_PAR_MIN_ROWS``
-    rows and ``n_live * d >= _LIST_MIN_WORK`` run the list pass, except where the sequential
-    pass uses its row hints (``d < _HINT_MAX_D``, at least ``_HINT_MIN_LIVE`` listed
-    candidates: cheaper on the main thread than the list pass); everything else runs
+    rows and ``n_live * d >= _PAR_MIN_WORK`` run the overlapped pass (the distances of the
+    next block of rows beside the walk of the current one), except where the sequential pass
+    uses its row hints (``d < _HINT_MAX_D``, at least ``_HINT_MIN_LIVE`` listed candidates:
+    cheaper on the main thread than any parallel pass); everything else runs
     :func:`_cpl_pass_one`. The choice is made here, in Python, so that a first fit compiles
-    only the kernels it runs (the list pass and its parallel block kernel take most of a cold
-    start's compile time and small clients never use them). Both give the same bits.
+    only the kernels it runs (the parallel passes take most of a cold start's compile time
+    and small clients never use them). Both give the same bits.
+
+    (Per pass, 10^5 x 50, one client, two threads, ``OMP_WAIT_POLICY=passive``, main-thread /
+    process CPU ms against the list pass :func:`_cpl_pass_lists`: 384 live candidates 378 / 688
+    vs 406 / 737, 189: 159 / 297 vs 181 / 321, 10: 26 / 45 vs 39 / 64; one thread 584, 266, 44.)
 
     ``rv`` (n,) int32 INOUT, or None (a fresh all ``-1`` array): each row's rival of its last
     sequential pass (``-1``: none), a hint for the next pass's bounds (:func:`_cpl_pass_one`);
@@ -1960,16 +1597,10 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     # time than the list pass's share of the distances plus its walk -- 10^5 x 10, 384 / 372 live
     # candidates: 143 / 90 ms serial against 167 / 132 ms on the main thread of the list pass)
     hinted = d < _HINT_MAX_D and n_live >= _HINT_MIN_LIVE
-    if (reference == 0 and n_threads > 1 and d <= 128 and n_live * d >= _LIST_MIN_WORK
-            and n >= _PAR_MIN_ROWS and (_OVL_HINTED or not hinted)):
-        if _OVL == '2':
-            return _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
-                                 n_live, eta)
-        if _OVL == '1':
-            return _cpl_pass_ovl(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
-                                 n_live, eta)
-        return _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
-                               n_live, eta, n_threads)
+    if (reference == 0 and n_threads > 1 and d <= 128 and n_live * d >= _PAR_MIN_WORK
+            and n >= _PAR_MIN_ROWS and not hinted):
+        return _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
+                             n_live, eta)
     # literal None arguments prune the branches a pass cannot reach, so that a first fit does not
     # compile them: robust semantics never reach the reference decision, d <= 128 never the
     # row-major distances, a serial pass never the block-parallel code
