@@ -1292,6 +1292,13 @@ def _moved_from_t(C, Mw, j, CT0, t):
     return math.sqrt(s)
 
 
+#: the most distances a block of :func:`_cpl_pass_ovd` holds (rows x listed candidates, 512 KB):
+#: the walk reads them while they are still in cache (10^5 x 50, 384 live candidates, two threads,
+#: main-thread / process CPU ms: 2^20 (the budget of the other passes) 378 / 688, 2^16 313 / 620,
+#: 2^15 317 / 631; 189 live: 159 / 297, 142 / 282, 140 / 280)
+_OVD_BUDGET = 1 << 16
+
+
 @numba.njit(**_NO_REFCOUNT)
 def _dist_rows_t(X, i0, r_lo, r_hi, CT, MwT, n_live, acc, DB):
     """Rows ``i0 + r``, ``r_lo <= r < r_hi``, of :func:`_block_dists_t` on the calling thread."""
@@ -1495,7 +1502,7 @@ def _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_i
     _build_live_t(C, Mw, live_idx, n_live, CTs[0], MwT, tpos)
     CTs[1, :, :] = CTs[0]
     nl = max(1, n_live)
-    blk_max = max(_BLOCK_MIN, min(n, _BLOCK_BUDGET // nl))
+    blk_max = max(_BLOCK_MIN, min(n, _OVD_BUDGET // nl))
     blk = min(blk_max, _BLOCK_MIN * 4)
     DB = np.empty((2, blk_max, n_live))
     acc = np.empty((2, 8, k))
@@ -1583,8 +1590,8 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     and small clients never use them). Both give the same bits.
 
     (Per pass, 10^5 x 50, one client, two threads, ``OMP_WAIT_POLICY=passive``, main-thread /
-    process CPU ms against the list pass :func:`_cpl_pass_lists`: 384 live candidates 378 / 688
-    vs 406 / 737, 189: 159 / 297 vs 181 / 321, 10: 26 / 45 vs 39 / 64; one thread 584, 266, 44.)
+    process CPU ms: 384 live candidates 313 / 620, list pass :func:`_cpl_pass_lists` 406 / 737,
+    one thread 575; 189: 142 / 282, 181 / 321, 269; 10: 23.5 / 44, 39 / 64, 43.)
 
     ``rv`` (n,) int32 INOUT, or None (a fresh all ``-1`` array): each row's rival of its last
     sequential pass (``-1``: none), a hint for the next pass's bounds (:func:`_cpl_pass_one`);
