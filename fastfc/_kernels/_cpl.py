@@ -1031,8 +1031,8 @@ def _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live
                     eta, n_threads):
     """:func:`cpl_pass` in robust semantics on ``n_threads`` threads (``d <= 128``).
 
-    No longer chosen by :func:`cpl_pass` (:func:`_cpl_pass_ovd` costs less on the main thread
-    and in total); kept as a tested alternative.
+    Chosen by :func:`cpl_pass` on more than two threads only: on two, :func:`_cpl_pass_ovd`
+    costs less on the main thread and in total.
 
     Rows are taken in blocks. At a block's start the distances of its rows to every listed
     candidate are computed on Numba's threads against the centroids of that moment, with, per
@@ -1580,11 +1580,13 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
              wnan, eta, reference, n_threads=1, rv=None):
     """One CPL pass (epoch): :func:`_cpl_pass_ovd` or :func:`_cpl_pass_one` (same arguments).
 
-    Robust semantics on more than one thread with ``d <= 128``, at least ``_PAR_MIN_ROWS``
-    rows and ``n_live * d >= _PAR_MIN_WORK`` run the overlapped pass (the distances of the
-    next block of rows beside the walk of the current one), except where the sequential pass
-    uses its row hints (``d < _HINT_MAX_D``, at least ``_HINT_MIN_LIVE`` listed candidates:
-    cheaper on the main thread than any parallel pass); everything else runs
+    Robust semantics on two threads with ``d <= 128``, at least ``_PAR_MIN_ROWS`` rows and
+    ``n_live * d >= _PAR_MIN_WORK`` run the overlapped pass (the distances of the next block
+    of rows beside the walk of the current one; on more threads, with ``n_live * d >=
+    _LIST_MIN_WORK``, the list pass :func:`_cpl_pass_lists`, whose distances use them all),
+    except where the sequential pass uses its row hints (``d < _HINT_MAX_D``, at least
+    ``_HINT_MIN_LIVE`` listed candidates: cheaper on the main thread than any parallel
+    pass); everything else runs
     :func:`_cpl_pass_one`. The choice is made here, in Python, so that a first fit compiles
     only the kernels it runs (the parallel passes take most of a cold start's compile time
     and small clients never use them). Both give the same bits.
@@ -1604,10 +1606,16 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     # time than the list pass's share of the distances plus its walk -- 10^5 x 10, 384 / 372 live
     # candidates: 143 / 90 ms serial against 167 / 132 ms on the main thread of the list pass)
     hinted = d < _HINT_MAX_D and n_live >= _HINT_MIN_LIVE
-    if (reference == 0 and n_threads > 1 and d <= 128 and n_live * d >= _PAR_MIN_WORK
+    if (reference == 0 and n_threads == 2 and d <= 128 and n_live * d >= _PAR_MIN_WORK
             and n >= _PAR_MIN_ROWS and not hinted):
         return _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
                              n_live, eta)
+    # (more threads: the list pass splits the distances over all of them; the overlapped pass
+    # uses two)
+    if (reference == 0 and n_threads > 2 and d <= 128 and n_live * d >= _LIST_MIN_WORK
+            and n >= _PAR_MIN_ROWS and not hinted):
+        return _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
+                               n_live, eta, n_threads)
     # literal None arguments prune the branches a pass cannot reach, so that a first fit does not
     # compile them: robust semantics never reach the reference decision, d <= 128 never the
     # row-major distances, a serial pass never the block-parallel code
