@@ -1581,7 +1581,7 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     """One CPL pass (epoch): :func:`_cpl_pass_ovd` or :func:`_cpl_pass_one` (same arguments).
 
     Robust semantics on two threads with ``d <= 128``, at least ``_PAR_MIN_ROWS`` rows and
-    ``n_live * d >= _LIST_MIN_WORK`` run the overlapped pass (the distances of the next block
+    ``n_live * d >= _PAR_MIN_WORK`` run the overlapped pass (the distances of the next block
     of rows beside the walk of the current one; on more threads, with ``n_live * d >=
     _LIST_MIN_WORK``, the list pass :func:`_cpl_pass_lists`, whose distances use them all),
     except where the sequential pass uses its row hints (``d < _HINT_MAX_D``, at least
@@ -1606,7 +1606,7 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     # time than the list pass's share of the distances plus its walk -- 10^5 x 10, 384 / 372 live
     # candidates: 143 / 90 ms serial against 167 / 132 ms on the main thread of the list pass)
     hinted = d < _HINT_MAX_D and n_live >= _HINT_MIN_LIVE
-    if (reference == 0 and n_threads == 2 and d <= 128 and n_live * d >= _LIST_MIN_WORK
+    if (reference == 0 and n_threads == 2 and d <= 128 and n_live * d >= _PAR_MIN_WORK
             and n >= _PAR_MIN_ROWS and not hinted):
         return _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
                              n_live, eta)
@@ -1621,11 +1621,7 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     # row-major distances, a serial pass never the block-parallel code
     ref_dec = True if reference != 0 else None
     wide = True if d > 128 else None
-    # (robust semantics on two threads below _LIST_MIN_WORK: the sequential pass -- 10^5 x 16, 24
-    # listed candidates: main-thread / process CPU 20.9 / 20.9 ms against 26.8 / 31.7 with the
-    # block-parallel distances and 20.1 / 28.9 overlapped)
-    if (d <= 128 and n_threads > 1 and n_live * d >= _PAR_MIN_WORK and n >= _PAR_MIN_ROWS and not hinted
-            and (reference != 0 or n_threads > 2)):
+    if d <= 128 and n_threads > 1 and n_live * d >= _PAR_MIN_WORK and n >= _PAR_MIN_ROWS and not hinted:
         return _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
                              n_live, inlist, wnan, eta, reference, rv, n_threads, True, None,
                              ref_dec)
