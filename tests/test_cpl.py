@@ -498,6 +498,84 @@ def test_list_pass_equals_the_sequential_pass(case):
         np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [1, 7, 10, 16, 23, 50, 128])
+def test_overlapped_pass_distance_rows_and_moves_match_numpy(d, dtype):
+    """The overlapped pass's kernels: the distances of a range of a block's rows computed on the
+    calling thread (``_dist_rows_t``) are exactly np.sum(Mw * (x - c) ** 2) and leave the other
+    rows alone, and a centroid's weighted move from a transposed snapshot column
+    (``_moved_from_t``) is NumPy's sqrt(sum(Mw * (c - c0) ** 2)) up to rounding (it only
+    bounds). Data drawn in ``dtype``; the CPL engine computes in float64 (float32 input is
+    converted), so the kernels take float64."""
+    from fastfc._kernels._cpl import _dist_rows_t, _moved_from_t
+
+    rng = np.random.default_rng(4000 + d)
+    X = (rng.normal(size=(12, d)) * 10 ** rng.uniform(-3, 3, size=d)).astype(dtype).astype(np.float64)
+    C = rng.normal(size=(31, d)).astype(dtype).astype(np.float64)
+    C0 = rng.normal(size=(31, d)).astype(dtype).astype(np.float64)
+    Mw = rng.random((31, d)).astype(dtype).astype(np.float64)
+    ref = np.stack([np.sum(Mw[:29] * (x - C[:29]) ** 2, axis=1) for x in X])
+    CT, MwT = np.ascontiguousarray(C.T), np.ascontiguousarray(Mw.T)
+    out = np.full((8, 31), np.nan)
+    _dist_rows_t(X, 3, 2, 7, CT, MwT, 29, np.empty((8, 31)), out)
+    np.testing.assert_array_equal(out[2:7, :29], ref[5:10])
+    assert np.isnan(out[:2]).all() and np.isnan(out[7:]).all() and np.isnan(out[:, 29:]).all()
+    C0T = np.ascontiguousarray(C0.T)
+    for j in range(31):
+        got = _moved_from_t(C, Mw, j, C0T, (j * 7) % 31)
+        want = np.sqrt(np.sum(Mw[j] * (C[j] - C0[(j * 7) % 31]) ** 2))
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    assert _moved_from_t(C, Mw, 4, CT, 4) == 0.0  # an unmoved column: exactly no move
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_overlapped_pass_equals_the_sequential_pass(case):
+    """The overlapped pass (robust semantics, two threads: the walk of one block beside the
+    distances of the next, against a snapshot one block older) leaves every array of the state
+    exactly as the sequential pass does: three passes from the same start, random clustered,
+    tied (integer) and duplicated rows, feature weights updated in between."""
+    import numba
+
+    from fastfc._kernels import _cpl as K
+
+    rng = np.random.default_rng(1700 + case)
+    n = int(rng.integers(K._PAR_MIN_ROWS, 6000))
+    d = int(rng.integers(2, 60))
+    k = int(rng.integers(max(20, K._PAR_MIN_WORK // d + 1), 300))
+    X = _blobs(rng, n, d, int(rng.integers(2, 12)), spread=float(rng.uniform(0.5, 4)))
+    if case % 3 == 1:
+        X = np.round(X)  # many ties
+    elif case % 3 == 2:
+        X[n // 2:] = X[:n - n // 2]  # duplicated rows
+    seeds = rng.permutation(n)[:k]
+    states = []
+    for nt in (1, 2):
+        st = _one_pass_state(X, k, seeds)
+        n_live = k
+        wsum = float(k)
+        prev = numba.get_num_threads()
+        numba.set_num_threads(min(nt, numba.config.NUMBA_NUM_THREADS))
+        try:
+            for p in range(3):
+                args = (X, st["S"], st["C"], st["cnt"], st["Mw"], st["theta"], st["logw"], st["wins"], wsum,
+                        st["y"], st["live"], st["live_idx"], n_live)
+                if nt == 1:
+                    ch, n_live = K.cpl_pass(*args, np.ones(k, dtype=np.uint8), np.zeros(k, dtype=np.uint8),
+                                            0.05, 0, 1)
+                else:
+                    ch, n_live = K._cpl_pass_ovd(*args, 0.05)
+                wsum += n
+                bufs = [np.empty((k, d)) for _ in range(6)] + [np.empty((7, d)), np.empty((2, d), dtype=np.int64)]
+                K.cpl_feature_weights(X, st["y"], st["cnt"], st["C"], st["Mw"], st["live"], np.zeros(k, np.uint8),
+                                      st["theta"], 0, 1e-12, *bufs)
+                n_live = K.cpl_compact_live(st["live"], st["live_idx"], np.ones(k, dtype=np.uint8))
+        finally:
+            numba.set_num_threads(prev)
+        states.append(st)
+    for key in states[0]:
+        np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
+
+
 @pytest.mark.parametrize("q", [1, 4, 7])
 def test_partial_distances_are_numpys_running_sums(q):
     """The hinted pass's bounds: ``_live_partial_t`` gives, for every listed candidate, the

@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 
 import numba
+import numba.core.cgutils
+import numba.extending
 import numpy as np
 
 from fastfc._config import NUMBA_CACHE
@@ -1029,6 +1031,9 @@ def _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live
                     eta, n_threads):
     """:func:`cpl_pass` in robust semantics on ``n_threads`` threads (``d <= 128``).
 
+    Chosen by :func:`cpl_pass` on more than two threads only: on two, :func:`_cpl_pass_ovd`
+    costs less on the main thread and in total.
+
     Rows are taken in blocks. At a block's start the distances of its rows to every listed
     candidate are computed on Numba's threads against the centroids of that moment, with, per
     row, the lists of the largest score lower and upper bounds (:func:`_block_lists_t`; the
@@ -1258,17 +1263,337 @@ def _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live
     return changed, n_live
 
 
+# --------------------------------------------------------------------------------------------
+# CPL: the overlapped pass of robust semantics (the walk of one block beside the distances of
+# the next)
+# --------------------------------------------------------------------------------------------
+@numba.extending.intrinsic
+def _cycles(typingctx):
+    """The processor's cycle counter (``llvm.readcyclecounter``): only to balance work between
+    two threads, never in a result."""
+    from llvmlite import ir
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(64), [])
+        fn = numba.core.cgutils.get_or_insert_function(builder.module, fnty, "llvm.readcyclecounter")
+        return builder.call(fn, [])
+
+    return numba.types.int64(), codegen
+
+
+@numba.njit(**_NO_REFCOUNT)
+def _moved_from_t(C, Mw, j, CT0, t):
+    """Weighted length ``sqrt(sum_z Mw[j, z] (C[j, z] - CT0[z, t])^2)`` of candidate ``j``'s
+    move from the column ``t`` of a transposed snapshot."""
+    s = 0.0
+    for z in range(C.shape[1]):
+        e = C[j, z] - CT0[z, t]
+        s += Mw[j, z] * (e * e)
+    return math.sqrt(s)
+
+
+#: the most distances a block of :func:`_cpl_pass_ovd` holds (rows x listed candidates, 512 KB):
+#: the walk reads them while they are still in cache (10^5 x 50, 384 live candidates, two threads,
+#: main-thread / process CPU ms: 2^20 (the budget of the other passes) 378 / 688, 2^16 313 / 620,
+#: 2^15 317 / 631; 189 live: 159 / 297, 142 / 282, 140 / 280)
+_OVD_BUDGET = 1 << 16
+
+
+@numba.njit(**_NO_REFCOUNT)
+def _dist_rows_t(X, i0, r_lo, r_hi, CT, MwT, n_live, acc, DB):
+    """Rows ``i0 + r``, ``r_lo <= r < r_hi``, of :func:`_block_dists_t` on the calling thread."""
+    for r in range(r_lo, r_hi):
+        _live_dists_t(X, i0 + r, CT, MwT, n_live, acc, DB[r])
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _ovd_walk(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i0, nb, b, DB,
+              CTs, BL, BU, cand, cand_hi, dirty, lm, dlist, shift, dlow, ist, fst):
+    """The sequential walk of block ``b`` (rows ``i0 .. i0 + nb - 1``) of
+    :func:`_cpl_pass_ovd`: :func:`_cpl_pass_one`'s walk with block-parallel distances
+    (robust semantics), against distances computed one block earlier.
+
+    ``DB`` holds the rows' distances to the listed candidates against the snapshot ``CTs``
+    (d, k, transposed) of the centroids taken at the start of block ``b - 1``. A candidate is
+    *dirty* when its centroid moved since then (``lm[t] >= b - 1``, the block index of its
+    last move); its distance is bounded by the triangle inequality from the one to its
+    snapshot column (``shift``: the weighted length of its move since the snapshot) and
+    computed exactly (:func:`_one_dist_r`) when scored. The offset bounds ``BL``, ``BU`` are
+    the walk's own (refreshed every ``_BOUND_BLOCK`` rows, as in :func:`_cpl_pass_one`), so
+    the winner, the rival and every value used are the sequential pass's.
+
+    ``ist`` int64 INOUT: ``[n_dirty, changed, work]``; ``fst`` float64 INOUT: ``[W, Wend]``.
+    """
+    d = X.shape[1]
+    n_live = DB.shape[1]
+    n_dirty = ist[0]
+    changed = ist[1] != 0
+    W = fst[0]
+    Wend = fst[1]
+    m = 0
+    for q in range(n_dirty):
+        t = dlist[q]
+        if lm[t] >= b - 1:
+            dlist[m] = t
+            m += 1
+            shift[t] = _moved_from_t(C, Mw, live_idx[t], CTs, t)
+        else:
+            dirty[t] = 0
+    n_dirty = m
+    work = 0
+    for r in range(nb):
+        i = i0 + r
+        if i % _BOUND_BLOCK == 0:
+            Wend = W + _BOUND_BLOCK
+            _refresh_bounds(logw, wins, live, live_idx, n_live, W, Wend, BL, BU)
+        dist = DB[r]
+        yi = y[i]
+        for q in range(n_dirty):
+            t = dlist[q]
+            r0 = math.sqrt(dist[t])
+            sh = shift[t]
+            lw = r0 - sh - 1e-9 * (r0 + sh)
+            dlow[t] = lw * lw if lw > 0.0 else 0.0
+            up = (r0 + sh) * (1.0 + 1e-9)
+            dist[t] = up * up
+        work += 4 * n_dirty
+        lo1 = -np.inf
+        lo2 = -np.inf
+        cut = -np.inf
+        n_c = 0
+        for t in range(n_live):
+            D = dist[t]
+            lo = BL[t] - 0.5 * D
+            if lo > lo2:
+                if lo > lo1:
+                    lo2 = lo1
+                    lo1 = lo
+                else:
+                    lo2 = lo
+                cut = _cut_below(lo2)
+            if dirty[t] != 0:
+                hi = BU[t] - 0.5 * dlow[t]
+            else:
+                hi = BU[t] - 0.5 * D
+            if not hi < cut:
+                cand[n_c] = t
+                cand_hi[n_c] = hi
+                n_c += 1
+        best = -np.inf
+        second = -np.inf
+        bi = -1
+        si = -1
+        for q in range(n_c):
+            if _below(cand_hi[q], lo2):
+                continue
+            t = cand[q]
+            j = live_idx[t]
+            if live[j] == 0:
+                continue
+            D = dist[t]
+            if dirty[t] != 0:
+                D = _one_dist_r(X, i, C, Mw, j)
+                work += d
+            sc = (math.log(1.0 - wins[j] / W) + logw[j]) - 0.5 * D
+            best, bi, second, si = _top2(sc, j, best, bi, second, si)
+        v = bi
+        theta[v] += eta
+        logw[v] = log_sigmoid_weight(theta[v])
+        r_ = -1
+        if si >= 0:
+            r_ = si
+            theta[r_] -= eta * math.exp(second - best)
+            logw[r_] = log_sigmoid_weight(theta[r_])
+        wins[v] += 1.0
+        W += 1.0
+        if r_ >= 0 and tpos[r_] >= 0:
+            _set_bounds(r_, tpos[r_], logw, wins, live, W, Wend, BL, BU)
+        pv = tpos[v]
+        if pv >= 0:
+            _set_bounds(v, pv, logw, wins, live, W, Wend, BL, BU)
+        if yi != v:
+            cnt[v] += 1
+            cv = cnt[v]
+            for z in range(d):
+                S[v, z] += X[i, z]
+                C[v, z] = S[v, z] / cv
+            if pv >= 0:
+                lm[pv] = b
+                if dirty[pv] == 0:
+                    dirty[pv] = 1
+                    dlist[n_dirty] = pv
+                    n_dirty += 1
+                shift[pv] = _moved_from_t(C, Mw, v, CTs, pv)
+            if yi >= 0:
+                cnt[yi] -= 1
+                co = cnt[yi]
+                po = tpos[yi]
+                if co > 0:
+                    for z in range(d):
+                        S[yi, z] -= X[i, z]
+                        C[yi, z] = S[yi, z] / co
+                    if po >= 0:
+                        lm[po] = b
+                        if dirty[po] == 0:
+                            dirty[po] = 1
+                            dlist[n_dirty] = po
+                            n_dirty += 1
+                        shift[po] = _moved_from_t(C, Mw, yi, CTs, po)
+                else:
+                    for z in range(d):
+                        S[yi, z] -= X[i, z]
+                    live[yi] = 0  # empty: dead at once
+                    if po >= 0:
+                        BL[po] = -np.inf
+                        BU[po] = -np.inf
+            y[i] = v
+            changed = True
+    ist[0] = n_dirty
+    ist[1] = 1 if changed else 0
+    ist[2] = work
+    fst[0] = W
+    fst[1] = Wend
+
+
+@numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _ovd_region(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i0, nb, b, DB,
+                CTs, BL, BU, cand, cand_hi, dirty, lm, dlist, shift, dlow, ist, fst,
+                j0, nb2, m2, MwT, CT2, acc, DB2, cyc):
+    """One parallel region of :func:`_cpl_pass_ovd`, two parts: the walk of block ``b``
+    (:func:`_ovd_walk`) followed by the distances of rows ``m2 .. nb2 - 1`` of the next block
+    (rows ``j0 ..`` against the snapshot ``CT2``), and beside them the distances of its rows
+    ``0 .. m2 - 1``. The parts write disjoint arrays and the distances read only the snapshot.
+    ``cyc`` (3,) OUT: cycles of the walk, of the first part's distances, of the second's."""
+    for p in numba.prange(2):
+        if p == 0:
+            c0 = _cycles()
+            _ovd_walk(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i0, nb, b,
+                      DB, CTs, BL, BU, cand, cand_hi, dirty, lm, dlist, shift, dlow, ist, fst)
+            c1 = _cycles()
+            _dist_rows_t(X, j0, m2, nb2, CT2, MwT, DB2.shape[1], acc[0], DB2)
+            cyc[0] = c1 - c0
+            cyc[1] = _cycles() - c1
+        else:
+            c0 = _cycles()
+            _dist_rows_t(X, j0, 0, m2, CT2, MwT, DB2.shape[1], acc[1], DB2)
+            cyc[2] = _cycles() - c0
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, eta):
+    """:func:`cpl_pass` in robust semantics on two threads (``d <= 128``): the distances of
+    the next block of rows computed while the current block is walked. Same arguments and
+    result as :func:`_cpl_pass_lists`.
+
+    Each parallel region (:func:`_ovd_region`) runs the walk of block ``b`` and, beside it,
+    the distances of block ``b + 1`` against a snapshot of the centroids taken at the start of
+    block ``b``; the walking thread computes a share of them after its walk, sized from the
+    cycle counts of the previous region so that both parts end together. The walk treats as
+    dirty every candidate moved since the snapshot of its block (two blocks back at most).
+    The rows each thread computes, the block lengths and the timing change no value: every
+    distance is the same code on the same inputs and every bound is sound, so the result is
+    bit-identical to the sequential pass.
+    """
+    n, d = X.shape
+    k = cnt.shape[0]
+    MwT = np.empty((d, k))
+    CTs = np.empty((2, d, k))
+    tpos = np.empty(k, dtype=np.int64)
+    _build_live_t(C, Mw, live_idx, n_live, CTs[0], MwT, tpos)
+    CTs[1, :, :] = CTs[0]
+    nl = max(1, n_live)
+    blk_max = max(_BLOCK_MIN, min(n, _OVD_BUDGET // nl))
+    blk = min(blk_max, _BLOCK_MIN * 4)
+    DB = np.empty((2, blk_max, n_live))
+    acc = np.empty((2, 8, k))
+    BL = np.empty(k)
+    BU = np.empty(k)
+    cand = np.empty(k, dtype=np.int64)
+    cand_hi = np.empty(k)
+    dirty = np.zeros(k, dtype=np.uint8)
+    lm = np.full(k, -10, dtype=np.int64)
+    dlist = np.empty(k, dtype=np.int64)
+    shift = np.zeros(k)
+    dlow = np.empty(k)
+    ist = np.zeros(3, dtype=np.int64)
+    fst = np.empty(2)
+    fst[0] = wins_sum
+    fst[1] = wins_sum
+    cyc = np.zeros(3, dtype=np.int64)
+    nb = min(blk, n)
+    _block_dists_t(X, 0, nb, CTs[0], MwT, n_live, acc, DB[0])
+    i = 0
+    b = 0
+    walk_pr = 0.0  # cycles per row of the walk and of the distances (last region)
+    dist_pr = 0.0
+    while i < n:
+        q = b % 2
+        j0 = i + nb
+        nb2 = min(blk, n - j0)
+        if nb2 > 0:
+            q2 = 1 - q
+            # snapshot s_{b+1} (now) into the buffer of s_{b-1}: the columns moved since then
+            # (in block b - 2 or b - 1: all in the dirty list)
+            for e in range(ist[0]):
+                t = dlist[e]
+                if lm[t] >= b - 2:
+                    j = live_idx[t]
+                    for z in range(d):
+                        CTs[q2, z, t] = C[j, z]
+            m2 = nb2
+            if dist_pr > 0.0:
+                share = 0.5 * (nb2 - walk_pr * nb / dist_pr)
+                m2 = nb2 - min(nb2, max(0, int(share)))
+            _ovd_region(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i, nb, b,
+                        DB[q, :nb], CTs[q], BL, BU, cand, cand_hi, dirty, lm, dlist, shift, dlow, ist,
+                        fst, j0, nb2, m2, MwT, CTs[q2], acc, DB[q2], cyc)
+            if nb > 0:
+                walk_pr = cyc[0] / nb
+            rows_d = 0
+            c_d = 0
+            if m2 > 0:
+                rows_d += m2
+                c_d += cyc[2]
+            if nb2 - m2 > 0:
+                rows_d += nb2 - m2
+                c_d += cyc[1]
+            if rows_d > 0:
+                dist_pr = c_d / rows_d
+        else:
+            _ovd_walk(X, S, C, cnt, Mw, theta, logw, wins, y, live, live_idx, tpos, eta, i, nb, b,
+                      DB[q, :nb], CTs[q], BL, BU, cand, cand_hi, dirty, lm, dlist, shift, dlow, ist, fst)
+        # block length: longer while the dirty candidates' work is small against the block's
+        # distances (as in :func:`_cpl_pass_one`)
+        full = nb * n_live * d
+        work = ist[2]
+        if 8 * work <= full:
+            blk = min(2 * blk, blk_max)
+        elif 2 * work > full:
+            blk = max(blk // 2, _BLOCK_MIN)
+        i = j0
+        nb = nb2
+        b += 1
+    return ist[1] != 0, n_live
+
+
 def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n_live, inlist,
              wnan, eta, reference, n_threads=1, rv=None):
-    """One CPL pass (epoch): :func:`_cpl_pass_lists` or :func:`_cpl_pass_one` (same arguments).
+    """One CPL pass (epoch): :func:`_cpl_pass_ovd` or :func:`_cpl_pass_one` (same arguments).
 
-    Robust semantics on more than one thread with ``d <= 128``, at least ``_PAR_MIN_ROWS``
-    rows and ``n_live * d >= _LIST_MIN_WORK`` run the list pass, except where the sequential
-    pass uses its row hints (``d < _HINT_MAX_D``, at least ``_HINT_MIN_LIVE`` listed
-    candidates: cheaper on the main thread than the list pass); everything else runs
+    Robust semantics on two threads with ``d <= 128``, at least ``_PAR_MIN_ROWS`` rows and
+    ``n_live * d >= _PAR_MIN_WORK`` run the overlapped pass (the distances of the next block
+    of rows beside the walk of the current one; on more threads, with ``n_live * d >=
+    _LIST_MIN_WORK``, the list pass :func:`_cpl_pass_lists`, whose distances use them all),
+    except where the sequential pass uses its row hints (``d < _HINT_MAX_D``, at least
+    ``_HINT_MIN_LIVE`` listed candidates: cheaper on the main thread than any parallel
+    pass); everything else runs
     :func:`_cpl_pass_one`. The choice is made here, in Python, so that a first fit compiles
-    only the kernels it runs (the list pass and its parallel block kernel take most of a cold
-    start's compile time and small clients never use them). Both give the same bits.
+    only the kernels it runs (the parallel passes take most of a cold start's compile time
+    and small clients never use them). Both give the same bits.
+
+    (Per pass, 10^5 x 50, one client, two threads, ``OMP_WAIT_POLICY=passive``, main-thread /
+    process CPU ms: 384 live candidates 313 / 620, list pass :func:`_cpl_pass_lists` 406 / 737,
+    one thread 575; 189: 142 / 282, 181 / 321, 269; 10: 23.5 / 44, 39 / 64, 43.)
 
     ``rv`` (n,) int32 INOUT, or None (a fresh all ``-1`` array): each row's rival of its last
     sequential pass (``-1``: none), a hint for the next pass's bounds (:func:`_cpl_pass_one`);
@@ -1281,7 +1606,13 @@ def cpl_pass(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx, n
     # time than the list pass's share of the distances plus its walk -- 10^5 x 10, 384 / 372 live
     # candidates: 143 / 90 ms serial against 167 / 132 ms on the main thread of the list pass)
     hinted = d < _HINT_MAX_D and n_live >= _HINT_MIN_LIVE
-    if (reference == 0 and n_threads > 1 and d <= 128 and n_live * d >= _LIST_MIN_WORK
+    if (reference == 0 and n_threads == 2 and d <= 128 and n_live * d >= _PAR_MIN_WORK
+            and n >= _PAR_MIN_ROWS and not hinted):
+        return _cpl_pass_ovd(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
+                             n_live, eta)
+    # (more threads: the list pass splits the distances over all of them; the overlapped pass
+    # uses two)
+    if (reference == 0 and n_threads > 2 and d <= 128 and n_live * d >= _LIST_MIN_WORK
             and n >= _PAR_MIN_ROWS and not hinted):
         return _cpl_pass_lists(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_idx,
                                n_live, eta, n_threads)
