@@ -435,6 +435,20 @@ def test_cpl_is_bit_identical_on_two_threads(semantics, d):
     assert one.objective == two.objective
 
 
+def _pass_case(rng, case, n_min, n_max, d_max, min_work):
+    """``(X, k, seeds)`` of a random multi-pass case: clustered rows, with many ties (``case % 3 == 1``)
+    or duplicated rows (``case % 3 == 2``), ``k`` candidates with ``k d`` above ``min_work``."""
+    n = int(rng.integers(n_min, n_max))
+    d = int(rng.integers(2, d_max))
+    k = int(rng.integers(max(20, min_work // d + 1), 300))
+    X = _blobs(rng, n, d, int(rng.integers(2, 12)), spread=float(rng.uniform(0.5, 4)))
+    if case % 3 == 1:
+        X = np.round(X)  # many ties
+    elif case % 3 == 2:
+        X[n // 2:] = X[:n - n // 2]  # duplicated rows
+    return X, k, rng.permutation(n)[:k]
+
+
 def _one_pass_state(X, k, seeds):
     """The state of :func:`fastfc._cpl.cpl` before its first pass (robust semantics)."""
     from fastfc._kernels._cpl import cpl_init_logw
@@ -459,16 +473,8 @@ def test_list_pass_equals_the_sequential_pass(case):
 
     from fastfc._kernels import _cpl as K
 
-    rng = np.random.default_rng(700 + case)
-    n = int(rng.integers(K._PAR_MIN_ROWS, 4000))
-    d = int(rng.integers(2, 40))
-    k = int(rng.integers(max(20, K._LIST_MIN_WORK // d + 1), 300))
-    X = _blobs(rng, n, d, int(rng.integers(2, 12)), spread=float(rng.uniform(0.5, 4)))
-    if case % 3 == 1:
-        X = np.round(X)  # many ties
-    elif case % 3 == 2:
-        X[n // 2:] = X[:n - n // 2]  # duplicated rows
-    seeds = rng.permutation(n)[:k]
+    X, k, seeds = _pass_case(np.random.default_rng(700 + case), case, K._PAR_MIN_ROWS, 4000, 40, K._LIST_MIN_WORK)
+    n, d = X.shape
     states = []
     for nt in (1, 2):
         st = _one_pass_state(X, k, seeds)
@@ -538,16 +544,8 @@ def test_overlapped_pass_equals_the_sequential_pass(case):
 
     from fastfc._kernels import _cpl as K
 
-    rng = np.random.default_rng(1700 + case)
-    n = int(rng.integers(K._PAR_MIN_ROWS, 6000))
-    d = int(rng.integers(2, 60))
-    k = int(rng.integers(max(20, K._PAR_MIN_WORK // d + 1), 300))
-    X = _blobs(rng, n, d, int(rng.integers(2, 12)), spread=float(rng.uniform(0.5, 4)))
-    if case % 3 == 1:
-        X = np.round(X)  # many ties
-    elif case % 3 == 2:
-        X[n // 2:] = X[:n - n // 2]  # duplicated rows
-    seeds = rng.permutation(n)[:k]
+    X, k, seeds = _pass_case(np.random.default_rng(1700 + case), case, K._PAR_MIN_ROWS, 6000, 60, K._PAR_MIN_WORK)
+    n, d = X.shape
     states = []
     for nt in (1, 2):
         st = _one_pass_state(X, k, seeds)
