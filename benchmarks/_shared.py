@@ -80,6 +80,14 @@ def reset_peak_rss() -> None:
         fh.write("5")
 
 
+def add_checkout_args(ap) -> None:
+    """The ``--old``, ``--old-label`` and ``--new`` options of a script that times two checkouts side by
+    side with :func:`checkout_workers` (``ap``: an ``argparse.ArgumentParser``)."""
+    ap.add_argument("--old", required=True, help="root of the old checkout (extensions built in place)")
+    ap.add_argument("--old-label", default="old", help="what the old checkout is (e.g. its revision)")
+    ap.add_argument("--new", default=".", help="root of the new checkout")
+
+
 @contextmanager
 def checkout_workers(old: str, new: str, worker: str):
     """One worker process per checkout, for timing two checkouts side by side.

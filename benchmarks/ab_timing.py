@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from _provenance import run_with_out
-from _shared import SHARED, checkout_workers
+from _shared import SHARED, add_checkout_args, checkout_workers
 
 SPLITS = ["US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE"]
 
@@ -71,9 +71,7 @@ def run(args) -> int:
 def main(argv=None) -> int:
     """Command line (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--old", required=True, help="root of the old checkout (extensions built in place)")
-    ap.add_argument("--old-label", default="old", help="what the old checkout is (e.g. its revision)")
-    ap.add_argument("--new", default=".", help="root of the new checkout")
+    add_checkout_args(ap)
     ap.add_argument("--methods", default="kfed,feca")
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--rounds", type=int, default=3)

@@ -21,7 +21,7 @@ import argparse
 import numpy as np
 
 from _provenance import run_with_out
-from _shared import checkout_workers
+from _shared import add_checkout_args, checkout_workers
 
 ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC", "FedHIRE", "GOLD"]
 
@@ -79,9 +79,7 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--old", required=True, help="root of the old checkout (extensions built in place)")
-    ap.add_argument("--old-label", default="old", help="what the old checkout is (e.g. its revision)")
-    ap.add_argument("--new", default=".", help="root of the new checkout")
+    add_checkout_args(ap)
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--d", type=int, default=10)
     ap.add_argument("--estimators", default=",".join(ESTIMATORS))

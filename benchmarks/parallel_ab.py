@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 from _provenance import run_with_out
-from _shared import checkout_workers
+from _shared import add_checkout_args, checkout_workers
 
 ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC"]
 
@@ -95,9 +95,7 @@ def run(args) -> int:
 def main(argv=None) -> int:
     """Command line (``argv``: arguments, ``sys.argv[1:]`` when omitted); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--old", required=True, help="root of the old checkout (extensions built in place)")
-    ap.add_argument("--old-label", default="old", help="what the old checkout is (e.g. its revision)")
-    ap.add_argument("--new", default=".", help="root of the new checkout")
+    add_checkout_args(ap)
     ap.add_argument("--estimators", default=",".join(ESTIMATORS))
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--d", type=int, default=10)
