@@ -711,10 +711,13 @@ class LocalFederation:
         ``i`` only (node config ``init-labels-path``), e.g. FedCRef's dirty initialisation.
     n_local_clusters : list of int or None, default=None
         Per-client K_i, given to SuperNode ``i`` only (node config ``n-local-clusters``).
+    superlink_timeout : float, default=120.0
+        Seconds to wait for the SuperLink to accept connections before the SuperNodes are
+        started; :class:`FederationError` (with the end of its log) if it does not, or if it exits.
     """
 
     def __init__(self, workdir, X_clients, *, port: int = 29500, bin_dir: str | None = None, init_labels=None,
-                 n_local_clusters=None):
+                 n_local_clusters=None, superlink_timeout: float = 120.0):
         import shutil
 
         for name, v in (("init_labels", init_labels), ("n_local_clusters", n_local_clusters)):
@@ -736,6 +739,7 @@ class LocalFederation:
         self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
                     "PATH": str(self.bin_dir) + os.pathsep + os.environ.get("PATH", "")}
         self.procs: dict = {}
+        self._stopped: set = set()  # stopped on purpose by stop()
         for i, X in enumerate(X_clients):
             np.save(self.workdir / f"client{i}.npy", np.asarray(X))
             if init_labels is not None:
@@ -744,6 +748,9 @@ class LocalFederation:
             self._start("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port",
                                       str(self.port), "--database", str(self.workdir / "superlink.db"),
                                       "--disable-runtime-dependency-installation"])
+            # SuperNodes that find no SuperLink retry with a random back-off of up to 20 s per try,
+            # so they are started only once the SuperLink accepts connections.
+            self._wait_listening("superlink", self.port, superlink_timeout)
             for i in range(self.n_clients):
                 cfg = (f'data-path="{self.workdir}/client{i}.npy" client-index={i} '
                        f'labels-path="{self.workdir}/labels{i}.npy" state-dir="{self.workdir}/state{i}"')
@@ -776,17 +783,58 @@ class LocalFederation:
         except json.JSONDecodeError:
             return {"success": False, "error-message": (out.stdout + out.stderr).strip()}
 
-    def wait_online(self, n: int | None = None, timeout: float = 60.0) -> None:
-        """Wait until ``n`` (default all) SuperNodes are online."""
-        n = self.n_clients if n is None else n
+    def _log_tail(self, name: str, lines: int = 8) -> str:
+        try:
+            text = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return f"{name}: no log"
+        return f"{name}.log ends:\n" + "\n".join("    " + line for line in text[-lines:])
+
+    def _check_running(self, names) -> None:
+        """:class:`FederationError` with the end of its log if one of ``names`` has exited."""
+        for name in names:
+            p = self.procs.get(name)
+            if name not in self._stopped and p is not None and p.poll() is not None:
+                raise FederationError(f"{name} exited with code {p.returncode} ({self._log_tail(name)})")
+
+    def _wait_listening(self, name: str, port: int, timeout: float) -> None:
+        """Wait until process ``name`` accepts TCP connections on 127.0.0.1:``port``."""
+        import socket
+
         deadline = time.monotonic() + timeout
+        while True:
+            self._check_running([name])
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() >= deadline:
+                raise FederationError(f"{name} did not accept connections on port {port} within {timeout:g} s "
+                                      f"({self._log_tail(name)})")
+            time.sleep(0.2)
+
+    def wait_online(self, n: int | None = None, timeout: float = 180.0) -> None:
+        """Wait until ``n`` (default all) SuperNodes are online.
+
+        A SuperNode that exits, or fewer than ``n`` online after ``timeout`` seconds (a loaded
+        machine can need a minute to start Python and Flower in every process), raises
+        :class:`FederationError` with the end of the SuperNodes' logs.
+        """
+        n = self.n_clients if n is None else n
+        nodes = [name for name in self.procs if name.startswith("supernode")]
+        deadline = time.monotonic() + timeout
+        online = 0
         while time.monotonic() < deadline:
+            self._check_running(["superlink"] + nodes)
             res = self.flwr("supernode", "list", "fastfc")
-            if res.get("success") and sum(x.get("status") == "online" for x in res.get("nodes", [])) >= n:
+            online = sum(x.get("status") == "online" for x in res.get("nodes", [])) if res.get("success") else 0
+            if online >= n:
                 return
             time.sleep(0.5)
-        raise FederationError(f"fewer than {n} SuperNodes came online within {timeout:g} s "
-                              f"(logs in {self.workdir})")
+        tails = "\n".join(self._log_tail(m, 4) for m in nodes)
+        raise FederationError(f"{online} of {n} SuperNodes came online within {timeout:g} s "
+                              f"(logs in {self.workdir}):\n{tails}")
 
     def stop(self, name: str) -> None:
         """Stop one process (``"superlink"`` or ``"supernode<i>"``) with SIGTERM."""
@@ -794,6 +842,7 @@ class LocalFederation:
         import subprocess
 
         p = self.procs.get(name)
+        self._stopped.add(name)
         if p is not None and p.poll() is None:
             os.killpg(p.pid, signal.SIGTERM)
             try:

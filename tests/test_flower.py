@@ -5,6 +5,7 @@ those next to this interpreter; FASTFC_FLWR_BIN names another environment's bin 
 (CI builds one with .ci/flower_env.sh). Skipped when neither exists; an error instead when
 FASTFC_FLWR_BIN or CI is set.
 """
+import itertools
 import json
 import os
 import sys
@@ -20,7 +21,13 @@ from conftest import in_ci, mixture_clients
 from test_flower_protocol import drive_rounds
 
 BIN = os.environ.get("FASTFC_FLWR_BIN") or str(Path(sys.executable).parent)
-PORT = 30000 + os.getpid() % 400 * 20  # a port block per test process
+_PORT_BLOCK = 30000 + os.getpid() % 300 * 30  # a block of 30 ports per test process
+_federations = itertools.count()  # and 4 fresh ports per federation within it (six in this module)
+
+
+def _fresh_port() -> int:
+    """A SuperLink port (its SuperNodes take the next three) no earlier federation here used."""
+    return _PORT_BLOCK + 4 * (next(_federations) % 7)
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +49,7 @@ def _flower_cli():
 def federation(tmp_path):
     X_clients = mixture_clients(3, k=4)[0][:3]  # synthetic: the deployment needs no published data
     app = write_app_project(tmp_path / "app", n_clients=3, min_clients=2)
-    with LocalFederation(tmp_path / "fed", X_clients, port=PORT, bin_dir=BIN) as fed:
+    with LocalFederation(tmp_path / "fed", X_clients, port=_fresh_port(), bin_dir=BIN) as fed:
         yield fed, app, X_clients
 
 
@@ -266,7 +273,7 @@ def test_fedcref_over_real_supernodes_equals_fit_clients(tmp_path):
     ref.fit_clients(X_clients)
     assert ref.history_["n_groups"].max() >= 1 and ref.n_rounds_ == 4  # a FedAvg round ran
     app = write_app_project(tmp_path / "app", n_clients=3, min_clients=3)
-    with LocalFederation(tmp_path / "fed", X_clients, port=PORT, bin_dir=BIN, init_labels=init,
+    with LocalFederation(tmp_path / "fed", X_clients, port=_fresh_port(), bin_dir=BIN, init_labels=init,
                          n_local_clusters=ks) as fed:
         fed.wait_online()
         report = fed.workdir / "report-fedcref.json"

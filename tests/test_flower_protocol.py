@@ -545,3 +545,44 @@ def test_per_node_values_are_checked(tmp_path):
 
     w.summarize({**task, "params": {**task["params"], "n_local_clusters": 3}}, run_key="r")
     assert int(ClientState.load(w._state_file("r"))["K"]) == 2
+
+
+# ------------------------------------------------ LocalFederation start-up, with stand-in tools
+def _fake_tools(directory, superlink: str, supernode: str, flwr: str = 'print(\'{"success": true, "nodes": []}\')'):
+    """A bin directory whose Flower tools are small Python scripts (``flower-superlink`` etc.)."""
+    import sys
+
+    directory.mkdir()
+    for tool, body in (("flower-superlink", superlink), ("flower-supernode", supernode), ("flwr", flwr)):
+        path = directory / tool
+        path.write_text(f"#!{sys.executable}\nimport socket, sys, time\n{body}\n")
+        path.chmod(0o755)
+    return directory
+
+
+def test_superlink_that_exits_is_reported_with_its_log(tmp_path):
+    """A SuperLink that dies at start-up stops LocalFederation at once, with its exit code and
+    the end of its log, instead of SuperNodes retrying against nothing."""
+    from fastfc.flower import LocalFederation
+
+    bin_dir = _fake_tools(tmp_path / "bin", superlink='print("port already in use"); sys.exit(3)',
+                          supernode="time.sleep(60)")
+    with pytest.raises(FederationError, match=r"(?s)superlink exited with code 3.*port already in use"):
+        LocalFederation(tmp_path / "fed", [np.zeros((4, 2))], port=38711, bin_dir=str(bin_dir))
+
+
+def test_supernodes_start_after_the_superlink_listens_and_an_exit_is_reported(tmp_path):
+    """SuperNodes are started only once the SuperLink accepts connections (a SuperNode that finds
+    none backs off for up to 20 s a try), and one that exits fails wait_online with its log."""
+    from fastfc.flower import LocalFederation
+
+    listen = ("time.sleep(1.0)\ns = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+              "s.bind(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1]))); s.listen()\ntime.sleep(60)")
+    # the SuperNode checks that the SuperLink listens when it starts, and exits if not
+    supernode = ("try:\n    socket.create_connection(('127.0.0.1', int(sys.argv[sys.argv.index('--superlink') + 1]"
+                 ".split(':')[1])), timeout=1).close()\nexcept OSError:\n    print('no superlink'); sys.exit(5)\n"
+                 "print('bad node config'); sys.exit(4)")
+    bin_dir = _fake_tools(tmp_path / "bin", superlink=listen, supernode=supernode)
+    with LocalFederation(tmp_path / "fed", [np.zeros((4, 2))], port=38731, bin_dir=str(bin_dir)) as fed:
+        with pytest.raises(FederationError, match=r"(?s)supernode0 exited with code 4.*bad node config"):
+            fed.wait_online(timeout=30)
