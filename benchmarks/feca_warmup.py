@@ -73,6 +73,17 @@ def _run_worker(n: int, d: int, n_jobs: int, fits: int) -> list[dict]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _scheduling() -> str:
+    """The nice value and the session's autogroup nice of this process (Linux): on a shared machine a
+    run may be started with a higher priority (``setsid`` then ``echo -15 > /proc/self/autogroup``
+    and ``nice -n -15``) so that its two threads do run at once, as on an idle machine."""
+    try:
+        auto = Path("/proc/self/autogroup").read_text().split()[-1]
+    except (OSError, IndexError):
+        auto = "unknown"
+    return f"nice {os.getpriority(os.PRIO_PROCESS, 0)}, autogroup nice {auto}"
+
+
 def _phase(rows: list[dict], key: str, lo: int, hi: int) -> float:
     """Median of ``key`` over fits ``lo..hi`` (1-based, inclusive)."""
     return float(np.median([r[key] for r in rows[lo - 1:hi]]))
@@ -121,7 +132,8 @@ def main(argv=None) -> int:
               f"order). Medians over {a.repeats} processes per mode (alternating) of each process's median over "
               "the fits named. wall and CPU in ms; CPU = process CPU (all threads), main = main-thread CPU; "
               "faults = minor page faults of the process (`ru_minflt`), other-thread faults = process minus "
-              f"main thread. OpenMP wait policy: {os.environ.get('OMP_WAIT_POLICY', 'unset')}.\n")
+              f"main thread. OpenMP wait policy: {os.environ.get('OMP_WAIT_POLICY', 'unset')}. Scheduling of "
+              f"these processes: {_scheduling()}.\n")
         print("| d | n_jobs | fits | wall (ms) | CPU (ms) | main CPU (ms) | faults | other-thread faults |")
         print("|---|---|---|---|---|---|---|---|")
         for d in ds:
