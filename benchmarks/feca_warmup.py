@@ -59,7 +59,8 @@ def worker(n: int, d: int, n_jobs: int, fits: int) -> None:
         w1, c1, m1 = time.perf_counter(), time.process_time(), time.thread_time()
         r1, t1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_THREAD)
         rows.append(dict(wall=w1 - w0, cpu=c1 - c0, main=m1 - m0, flt=r1.ru_minflt - r0.ru_minflt,
-                         flt_main=t1.ru_minflt - t0.ru_minflt, n_jobs=nj,
+                         flt_main=t1.ru_minflt - t0.ru_minflt, n_jobs=nj, sys=r1.ru_stime - r0.ru_stime,
+                         sys_main=t1.ru_stime - t0.ru_stime,
                          labels=hashlib.sha1(np.ascontiguousarray(est.labels_).tobytes()).hexdigest()))
     print(json.dumps(rows))
 
@@ -120,6 +121,7 @@ def main(argv=None) -> int:
             for rows in rs:
                 for r in rows:
                     r["flt_other"] = r["flt"] - r["flt_main"]
+                    r["sys_other"] = r["sys"] - r["sys_main"]
 
         def stat(d, m, key, lo, hi):  # median over the fresh processes of each one's phase median
             return float(np.median([_phase(rows, key, lo, hi) for rows in runs[(d, m)]]))
@@ -134,13 +136,15 @@ def main(argv=None) -> int:
               "faults = minor page faults of the process (`ru_minflt`), other-thread faults = process minus "
               f"main thread. OpenMP wait policy: {os.environ.get('OMP_WAIT_POLICY', 'unset')}. Scheduling of "
               f"these processes: {_scheduling()}.\n")
-        print("| d | n_jobs | fits | wall (ms) | CPU (ms) | main CPU (ms) | faults | other-thread faults |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| d | n_jobs | fits | wall (ms) | CPU (ms) | main CPU (ms) | sys (ms) | other-thread sys (ms) | faults "
+              "| other-thread faults |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for d in ds:
             for m, _ in modes:
                 for label, lo, hi in phases:
                     print(f"| {d} | {m} | {label} | {stat(d, m, 'wall', lo, hi) * 1e3:.1f} "
                           f"| {stat(d, m, 'cpu', lo, hi) * 1e3:.1f} | {stat(d, m, 'main', lo, hi) * 1e3:.1f} "
+                          f"| {stat(d, m, 'sys', lo, hi) * 1e3:.1f} | {stat(d, m, 'sys_other', lo, hi) * 1e3:.1f} "
                           f"| {stat(d, m, 'flt', lo, hi):.0f} | {stat(d, m, 'flt_other', lo, hi):.0f} |")
         print("\nn_jobs=2 vs 1, ratios of the medians above: wall speed-up (target >= 1.7) and process-CPU ratio "
               "CPU(1) / CPU(2) (1.0 = no extra work on two threads); label identity over every fit of every "
@@ -154,11 +158,12 @@ def main(argv=None) -> int:
                 cp = [stat(d, one, "cpu", lo, hi) / stat(d, two, "cpu", lo, hi) for _, lo, hi in phases]
                 hashes = {r["labels"] for m, _ in modes for rows in runs[(d, m)] for r in rows}
                 print(f"| {d} | {what} | " + " | ".join(f"{s:.2f}" for s in sp + cp) + f" | {len(hashes) == 1} |")
-        for key, what in (("wall", "wall ms"), ("cpu", "process CPU ms"), ("flt_other", "other-thread faults")):
+        for key, what in (("wall", "wall ms"), ("cpu", "process CPU ms"), ("sys_other", "other-thread sys ms"),
+                          ("flt_other", "other-thread faults")):
             print(f"\nPer fit ({what}, median over the processes):\n")
             print("| d | n_jobs | " + " | ".join(str(i) for i in range(1, fits + 1)) + " |")
             print("|---" * (fits + 2) + "|")
-            scale = 1e3 if key in ("wall", "cpu") else 1
+            scale = 1 if key == "flt_other" else 1e3
             for d in ds:
                 for m, _ in modes:
                     per = [float(np.median([rows[i][key] for rows in runs[(d, m)]])) * scale for i in range(fits)]
