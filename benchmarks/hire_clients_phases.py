@@ -69,6 +69,9 @@ def main(argv=None) -> int:
     ap.add_argument("--d", type=int, default=10)
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--estimators", default="FedHIRE,GOLD")
+    ap.add_argument("--max-candidates", default="auto",
+                    help="the estimators' max_candidates (default: their own default, 'auto'); an int caps "
+                         "every client's initial CPL candidates (a labels-changing study)")
 
     def body(a):
         import fastfc
@@ -76,6 +79,8 @@ def main(argv=None) -> int:
         from sklearn.metrics import adjusted_rand_score
 
         n = int(a.n)
+        mc = a.max_candidates if a.max_candidates in ("auto", "none") else int(a.max_candidates)
+        params = dict(n_clusters=10, random_state=0, n_jobs=1, max_candidates=None if mc == "none" else mc)
         X, y = make_gaussian_mixture(n, a.d, 10, random_state=0)
         idx = np.array_split(np.random.default_rng(0).permutation(n), a.clients)
         parts = [np.ascontiguousarray(X[p]) for p in idx]
@@ -86,14 +91,14 @@ def main(argv=None) -> int:
               "`random_state=0`, `n_jobs=1`; one profiled fit after a warm-up fit on 20 clients. CPU seconds of the "
               "fit's thread (`cProfile` on `time.thread_time`; profiling adds some Python overhead). Cumulative "
               "times of the named functions; kernel rows are the compiled kernels' own time (client and server "
-              "together).\n")
+              f"together). `max_candidates={mc!r}`.\n")
         for name in a.estimators.split(","):
             Est = getattr(fastfc, name)
-            Est(n_clusters=10, random_state=0, n_jobs=1).fit_clients(parts[:20])
+            Est(**params).fit_clients(parts[:20])
             pr = cProfile.Profile(time.thread_time)
             t0 = time.thread_time()
             pr.enable()
-            est = Est(n_clusters=10, random_state=0, n_jobs=1).fit_clients(parts)
+            est = Est(**params).fit_clients(parts)
             pr.disable()
             total = time.thread_time() - t0
             st = pstats.Stats(pr).stats
