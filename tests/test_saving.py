@@ -331,10 +331,10 @@ def test_a_member_claiming_a_huge_shape_is_refused_before_allocating(kfed_bytes)
             if k == "a0":
                 data = data.replace(b"'shape': (", b"'shape': (1000000000000, ", 1)
             zf.writestr(f"{k}.npy", data)
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ModelFileError, match="member 'a0'"):
         model_from_bytes(raw.getvalue())
-    assert time.perf_counter() - start < READ_BUDGET
+    assert time.process_time() - start < READ_BUDGET
 
 
 # ----------------------------------------------------------------------------- fuzz
