@@ -488,12 +488,25 @@ cdef extern from *:
             /* decided rows: S' = 2 (||x||^2 + max ||c||^2) >= (||x|| + max ||c||)^2 (no square root), */\\
             /* below overflow, and second smallest > smallest + coef S' + tiny (NaN: not decided) */\\
             IT dm[RB], ao[RB];                                                                   \\
+            VI alld = (VI){0} - 1;                                                               \\
             for (int v = 0; v < FASTFC_NV; v++) {                                                \\
                 VT q = x2[v] + cm2;                                                              \\
                 VT sl = cf * q + tn;                                                             \\
                 VI dec = (VI)(q < big) & (VI)(b2[v] > b1[v] + sl);                               \\
+                alld = alld & dec;                                                               \\
                 memcpy(dm + v * L, &dec, sizeof(VI));                                            \\
                 memcpy(ao + v * L, &a1[v], sizeof(VI));                                          \\
+            }                                                                                    \\
+            if (nb == RB && mindist == NULL) {                                                   \\
+                /* the usual case, every row of a full block decided: its labels without the */  \\
+                /* row-by-row branch */                                                          \\
+                IT ad[L], every = -1;                                                            \\
+                memcpy(ad, &alld, sizeof(VI));                                                  \\
+                for (int b = 0; b < L; b++) every &= ad[b];                                      \\
+                if (every) {                                                                     \\
+                    for (int b = 0; b < RB; b++) labels[i0 + b] = (int)ao[b];                    \\
+                    continue;                                                                    \\
+                }                                                                                \\
             }                                                                                    \\
             for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
                 const T* x = xb + b * d;                                                         \\
