@@ -407,8 +407,8 @@ cdef extern from *:
             for (Py_ssize_t j = 0; j < d; j++) {                                             \\
                 const VT* xr = (const VT*)(XT + j * RB);                                     \\
                 T p0 = CT[j * k + c0], p1 = CT[j * k + c1];                                  \\
-                if (npf > 0)                                                                 \\
-                    for (Py_ssize_t z = 0; z < prate && pq < npf; z++, pq++)                 \\
+                if (pq < npf)                                                                \\
+                    for (Py_ssize_t z = 0; z < prate; z++, pq++)                             \\
                         __builtin_prefetch(pf + 64 * pq);                                    \\
                 for (int v = 0; v < FASTFC_NV; v++) {                                        \\
                     s0[v] = s0[v] + xr[v] * p0;                                              \\
