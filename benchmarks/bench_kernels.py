@@ -2,8 +2,8 @@
 
 Also a script (``python3 benchmarks/bench_kernels.py --out FILE``): the assignment kernel
 against its roofline floor, ``pairwise_distances_argmin`` and a NumPy GEMM expansion
-(``--table roofline``), or every estimator on one client with ``n_jobs`` 1 and 2
-(``--table parallel``).
+(``--table roofline``; ``--table ab --old TREE``: its fastfc column for two checkouts side by side),
+or every estimator on one client with ``n_jobs`` 1 and 2 (``--table parallel``).
 
 Nearest-prototype assignment (the ``predict`` of every method): ours, serial and
 on two threads, next to ``sklearn.metrics.pairwise_distances_argmin`` on the
@@ -184,6 +184,60 @@ def roofline(n: int, dtypes, repeats: int) -> int:
     return 0
 
 
+#: the A/B worker (``--table ab``): reads "d k dtype n" lines and answers a JSON list [CPU ms of one
+#: ``assign_nearest`` call]; before each timed call the NumPy GEMM expansion runs untimed, as in the roofline
+#: table's alternation (it evicts the rows from the caches and leaves the allocator as that table's runs see it)
+_AB_WORKER = r"""
+import json, sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+from fastfc._assign import assign_nearest
+data = {}
+for line in sys.stdin:
+    d, k, dtype, n = line.split()
+    key = (int(d), int(k), dtype, int(n))
+    if key not in data:
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((key[3], key[0]))
+        C = rng.standard_normal((key[1], key[0]))
+        data[key] = (X.astype(dtype), C.astype(dtype))
+    X, C = data[key]
+    with threadpool_limits(1):
+        np.argmin(np.einsum("ij,ij->i", C, C)[None, :] - 2.0 * (X @ C.T), axis=1)
+        t0 = time.thread_time()
+        assign_nearest(X, C, n_jobs=1)
+        t = time.thread_time() - t0
+    print(json.dumps([t * 1e3]), flush=True)
+"""
+
+
+def roofline_ab(args) -> int:
+    """Print the roofline table's fastfc column for two checkouts side by side (markdown)."""
+    from _shared import checkout_workers
+
+    dtypes = [np.dtype(t).name for t in args.dtypes.split(",")]
+    n = args.n or 1_000_000
+    with checkout_workers(args.old, args.new, _AB_WORKER) as (trees, ask):
+        print("# Assignment kernel: two checkouts side by side\n")
+        print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}); n = {n} standard-normal "
+              f"rows, the roofline table's shapes and floor; per cell the median of {args.repeats} calls of "
+              "`assign_nearest(X, C, n_jobs=1)` in each checkout's own process (CPU ms of the calling thread, BLAS at "
+              "one thread, each call after an untimed NumPy GEMM expansion as in the roofline table), the two "
+              "checkouts alternating in one run (order swapped every round). `x floor` = ms / floor.\n")
+        print("| d | k | dtype | floor (ms) | old (ms) | new (ms) | old/new | x floor old | x floor new |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for d, k in ROOFLINE_SHAPES:
+            for dt in dtypes:
+                ask(f"{d} {k} {dt} {n}", 2)  # warm both (data, extension)
+                got = ask(f"{d} {k} {dt} {n}", args.repeats)
+                old = float(np.median([g[0] for g in got["old"]]))
+                new = float(np.median([g[0] for g in got["new"]]))
+                floor = roofline_floor(n, d, k, dt) * 1e3
+                print(f"| {d} | {k} | {dt} | {floor:.2f} | {old:.2f} | {new:.2f} | {old / new:.2f} "
+                      f"| {old / floor:.1f} | {new / floor:.1f} |", flush=True)
+    return 0
+
+
 #: the estimators of the one-client parallel table
 PARALLEL_ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC", "FedHIRE", "GOLD"]
 
@@ -255,14 +309,22 @@ def main(argv=None) -> int:
     from _provenance import run_with_out
 
     ap = argparse.ArgumentParser(description=roofline.__doc__)
-    ap.add_argument("--table", choices=["roofline", "parallel"], default="roofline")
+    ap.add_argument("--table", choices=["roofline", "parallel", "ab"], default="roofline",
+                    help="ab: the roofline shapes' fastfc times of two checkouts side by side (--old, --new)")
     ap.add_argument("--n", type=int, default=None, help="rows (roofline 10^6, parallel 10^5)")
     ap.add_argument("--d", type=int, default=10, help="features (parallel table)")
     ap.add_argument("--dtypes", default="float64,float32", help="roofline table")
     ap.add_argument("--estimators", default=",".join(PARALLEL_ESTIMATORS), help="parallel table")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--old", default=None, help="ab table: root of the old checkout (extensions built in place)")
+    ap.add_argument("--old-label", default="old", help="ab table: what the old checkout is (e.g. its revision)")
+    ap.add_argument("--new", default=".", help="ab table: root of the new checkout")
 
     def body(a):
+        if a.table == "ab":
+            if a.old is None:
+                ap.error("--table ab needs --old")
+            return roofline_ab(a)
         if a.table == "parallel":
             return parallel_one_client(a.n or 100_000, a.d, a.repeats, a.estimators.split(","))
         return roofline(a.n or 1_000_000, [np.dtype(t).type for t in a.dtypes.split(",")], a.repeats)

@@ -37,16 +37,26 @@ GEMM_MIN_FEATURES = 8
 SCREEN_MIN_FEATURES = {"float64": 10, "float32": 8}
 
 
+#: dtype -> its name, without ``np.dtype.name`` (a Python-level property, about 10 us a call: a
+#: noticeable share of a small ``assign_nearest`` call, which looks two names up)
+_DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+def _dtype_name(dtype) -> str:
+    dt = np.dtype(dtype)
+    return _DTYPE_NAMES.get(dt) or dt.name
+
+
 def use_screen(n_features: int, dtype=np.float64) -> bool:
     """Whether unweighted rows (below the BLAS threshold) take the direct kernel's FMA screen."""
-    return n_features >= SCREEN_MIN_FEATURES[np.dtype(dtype).name]
+    return n_features >= SCREEN_MIN_FEATURES[_dtype_name(dtype)]
 
 
 def use_gemm(n_features: int, n_prototypes: int, dtype=np.float64) -> bool:
     """Whether the (unweighted) assignment takes the BLAS-screened kernel for this shape and
     dtype of the computation (float32 or float64)."""
     return (n_features >= GEMM_MIN_FEATURES
-            and n_features * n_prototypes >= GEMM_MIN_WORK[np.dtype(dtype).name])
+            and n_features * n_prototypes >= GEMM_MIN_WORK[_dtype_name(dtype)])
 
 
 def gemm_norms(C: np.ndarray) -> tuple[np.ndarray, float]:

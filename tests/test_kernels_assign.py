@@ -288,6 +288,45 @@ def test_direct_kernel_is_bit_identical_to_sequential_reference(dtype, weighted)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["random", "integer_ties", "duplicates", "near_ties", "non_finite"])
+def test_two_feature_direct_loop_is_bit_identical_to_numpy(dtype, case):
+    """The direct kernel's two-feature loop (unweighted d = 2: rows split straight into registers,
+    software prefetch a few blocks ahead) must give the plain NumPy loop's labels and distances to the
+    bit -- (x_0 - c_0)^2 + (x_1 - c_1)^2 in the dtype, the first minimum -- over many blocks (the
+    prefetching stretch and the tail), with exact ties, duplicated prototypes, near ties one unit in the
+    last place apart, and NaN/infinite rows (counted, never the best: the other rows unaffected)."""
+    rng = np.random.default_rng(2015)
+    for n, k in ((4099, 15), (1000, 1), (777, 2), (2048, 64)):
+        X = rng.standard_normal((n, 2))
+        C = rng.standard_normal((k, 2))
+        if case == "integer_ties":
+            X = rng.integers(-2, 3, size=(n, 2)).astype(float)
+            C = rng.integers(-2, 3, size=(k, 2)).astype(float)
+        elif case == "duplicates" and k > 1:
+            C[k // 2:] = C[: k - k // 2]
+            X[: n // 4] = C[rng.integers(k, size=n // 4)]
+        X = X.astype(dtype)
+        C = C.astype(dtype)
+        if case == "near_ties" and k > 1:
+            C[1] = np.nextafter(C[0], C[0] + 1)  # one ulp from prototype 0 in both features
+            X[: n // 2] = C[0] + (rng.standard_normal((n // 2, 2)) * 1e-3).astype(dtype)
+        bad_rows = []
+        if case == "non_finite":
+            bad_rows = [0, 63, 64, n // 2, n - 1]
+            X[bad_rows, rng.integers(2, size=len(bad_rows))] = [np.nan, np.inf, -np.inf, np.nan, np.inf]
+        # the plain NumPy loop (one rounding per operation, no fused multiply-add)
+        D = (X[:, 0, None] - C[None, :, 0]) ** 2 + (X[:, 1, None] - C[None, :, 1]) ** 2
+        ok = np.setdiff1d(np.arange(n), bad_rows)
+        ref = np.argmin(D[ok], axis=1)
+        for n_threads, chunk in ((1, 1 << 20), (1, 512), (2, 100)):
+            labels, dist, bad = _direct_kernel(X, C, None, n_threads, chunk)
+            assert bad == len(bad_rows)
+            np.testing.assert_array_equal(labels[ok], ref, err_msg=f"{(n, k, n_threads, chunk)}")
+            np.testing.assert_array_equal(dist[ok].view(np.uint8), D[ok, ref].view(np.uint8))
+            np.testing.assert_array_equal(_direct_kernel(X, C, None, n_threads, chunk, False)[0][ok], ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("d", [2, 5, 12])
 def test_direct_kernel_counts_non_finite_rows(dtype, d):
     """The kernel's return value (rows with a NaN/infinite distance) is what assign_nearest's
