@@ -11,6 +11,10 @@ Usage::
 
     git worktree add /tmp/old <revision> && (cd /tmp/old && python setup.py -q build_ext --inplace)
     python benchmarks/ab_timing.py --old /tmp/old --new . --methods kfed,feca --rounds 3 --seeds 5
+    python benchmarks/ab_timing.py --old /tmp/old --new . --methods kfed --splits '' --mixture 1e6:10:1000
+
+``--mixture N:D:CLIENTS`` adds a row on ``scaling.py --what ratio``'s data (a 10-cluster Gaussian mixture of
+N rows x D features split at random into CLIENTS equal clients, ``n_clusters=10``).
 
 ``--out FILE`` writes the table under the provenance header (the new checkout's revision;
 give the old one's in ``--old-label``).
@@ -36,6 +40,12 @@ from fastfc.experiment import make_estimator
 data = {}
 for line in sys.stdin:
     method, path, seeds = line.split()
+    if path not in data and path.startswith("mixture:"):  # scaling.py --what ratio's data: n rows x d, c clients
+        from fastfc.datasets import make_gaussian_mixture
+        n, d, c = (int(float(v)) for v in path.split(":")[1:])
+        X, _ = make_gaussian_mixture(n, d, 10, random_state=0)
+        data[path] = ([X[p] for p in np.array_split(np.random.default_rng(0).permutation(n), c)], 10)
+        del X
     if path not in data:
         Xc, yc = load_client_npz(path)
         data[path] = (Xc, int(np.unique(np.concatenate(yc)).size))
@@ -60,8 +70,9 @@ def run(args) -> int:
         print("| method | split | ms (old) | ms (new) | old/new |")
         print("|---|---|---|---|---|")
         for method in args.methods.split(","):
-            for split in args.splits.split(","):
-                path = SHARED / "datasets" / "fedhire_splits" / f"{split}.npz"
+            splits = [s for s in args.splits.split(",") if s]
+            for split in splits + [f"mixture:{m}" for m in args.mixture]:
+                path = split if split.startswith("mixture:") else SHARED / "datasets" / "fedhire_splits" / f"{split}.npz"
                 answers = ask(f"{method} {path} {args.seeds}", args.rounds)
                 old, new = (np.median([x for res in answers[t] for x in res]) * 1e3 for t in ("old", "new"))
                 print(f"| {method} | {split} | {old:.2f} | {new:.2f} | {old / new:.2f}× |", flush=True)
@@ -76,6 +87,9 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--mixture", action="append", default=[], metavar="N:D:CLIENTS",
+                    help="also time scaling.py --what ratio's data (10-cluster mixture, N rows x D features, random "
+                         "equal split over CLIENTS clients, n_clusters=10); repeatable; --splits '' for these alone")
     return run_with_out(ap, argv, run)
 
 

@@ -315,26 +315,30 @@ class Message:
 
     # -- serialisation ------------------------------------------------------
     def _encode(self, with_payload: bool) -> tuple[bytes, list[bytes], int]:
-        """(header bytes, array payload chunks (empty unless ``with_payload``), payload size)."""
+        """(header bytes, array payload chunks (empty unless ``with_payload``), payload size).
+
+        Without the payload nothing is converted: an array's header entry and byte count follow from
+        its dtype (little-endian) and shape alone, the same as those of the contiguous little-endian
+        copy the payload is written from (tested against :meth:`to_bytes`).
+        """
         arrays, scalars = [], {}
         chunks = []
         size = 0
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in self.ARRAYS:
-                value = np.ascontiguousarray(value)
+        for name, is_array in _field_plan(type(self)):
+            value = getattr(self, name)
+            if is_array:
+                if with_payload or not isinstance(value, np.ndarray) or value.ndim == 0:
+                    value = np.ascontiguousarray(value)  # (at least 1-D)
                 dt = value.dtype.newbyteorder("<") if value.dtype.byteorder == ">" else value.dtype
-                value = value.astype(dt, copy=False)
-                arrays.append({"name": f.name, "dtype": dt.str, "shape": list(value.shape)})
-                size += value.nbytes
+                arrays.append({"name": name, "dtype": dt.str, "shape": list(value.shape)})
+                size += value.size * dt.itemsize
                 if with_payload:
-                    chunks.append(value.tobytes(order="C"))
+                    chunks.append(value.astype(dt, copy=False).tobytes(order="C"))
             else:
-                scalars[f.name] = value
-        header = json.dumps(
+                scalars[name] = value
+        header = _HEADER_ENCODER.encode(
             {"v": FORMAT_VERSION, "method": self.METHOD, "kind": self.KIND, "client": self.client,
              "round": self.round, "scalars": scalars, "arrays": arrays},
-            separators=(",", ":"), allow_nan=False,
         ).encode("utf-8")
         if len(header) > _MAX_HEADER:
             raise MessageError(f"{type(self).__name__}: header of {len(header)} bytes exceeds {_MAX_HEADER}")
@@ -343,7 +347,7 @@ class Message:
     @property
     def wire_size(self) -> int:
         """Exact length in bytes of :meth:`to_bytes` (framing, header, payload, digest), computed without
-        serialising the arrays."""
+        serialising or converting the arrays."""
         header, _, size = self._encode(with_payload=False)
         return _PREFIX + len(header) + size + _DIGEST
 
@@ -386,6 +390,16 @@ class Message:
         kwargs = {field: spec.read(name, got_arrays[field], frame.payload) for field, spec in cls.ARRAYS.items()}
         msg = cls(**kwargs, **scalars)
         return msg.addressed(client=frame.header["client"], round=frame.header["round"])
+
+
+#: the header's JSON encoder (``json.dumps(..., separators=(",", ":"), allow_nan=False)``, built once)
+_HEADER_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+@functools.cache
+def _field_plan(cls: type[Message]) -> tuple[tuple[str, bool], ...]:
+    """``(name, is_array)`` of every dataclass field of a message class, in field order (the wire order)."""
+    return tuple((f.name, f.name in cls.ARRAYS) for f in dataclasses.fields(cls))
 
 
 @functools.cache

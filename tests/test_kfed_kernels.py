@@ -77,3 +77,50 @@ def test_nearest_two_roots_is_the_pass_over_the_roots():
         assert got[0] == ref[0] and got[1] == ref[1] and got[2] == ref[2], row
         shared_root += ref[0] != int(np.argmin(row))
     assert shared_root > 0  # the crafted rows exercise the shared-root case
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_all_starts_in_one_call_same_as_numpy(case, monkeypatch):
+    """_start_inits (every start's seeding and proximity step in one compiled call) gives each start the bits
+    of the plain NumPy passes, draws the same numbers, and leaves the stream where the loop leaves it: with
+    duplicate rows (a start runs out of mass and the loop takes over from it), one seed, 1-130 projected
+    dimensions (above 128: the loop), float32 projections (the loop) and rounded rows (equal distances)."""
+    rng = np.random.default_rng(1000 + case)
+    n = int(rng.integers(2, 600))
+    r = int(rng.choice([1, 2, 5, 7, 8, 9, 10, 15, 16, 23, 64, 128, 130]))
+    k = 1 if case % 10 == 0 else int(rng.integers(1, min(n, 30) + 1))
+    if case % 3 == 0:  # few distinct rows: seeding steps without mass
+        base = rng.normal(size=(int(rng.integers(1, min(n, 8) + 1)), r))
+        A = np.ascontiguousarray(base[rng.integers(0, base.shape[0], size=n)])
+    else:
+        A = rng.normal(size=(n, r)) * 10.0 ** rng.integers(-3, 4) + rng.normal(size=r) * 100
+        if case % 4 == 1:
+            A = np.round(A)
+    if case % 7 == 6:
+        A = A.astype(np.float32)
+    V = np.linalg.qr(rng.normal(size=(r + int(rng.integers(0, 4)), r)))[0]
+    n_init = int(rng.integers(1, 11))
+    a, b = np.random.default_rng(case), np.random.default_rng(case)
+    got = kfed._start_inits(A, V, k, a, n_init)
+    with monkeypatch.context() as m:
+        _numpy_path(m)
+        ref = [kfed._start_init(A, V, k, b) for _ in range(n_init)]
+    assert len(got) == n_init
+    for (gi, gs), (ri, rs) in zip(got, ref):
+        assert gi.dtype == ri.dtype and np.array_equal(gi.view(np.uint64 if gi.itemsize == 8 else np.uint32),
+                                                       ri.view(np.uint64 if ri.itemsize == 8 else np.uint32))
+        assert gs == rs
+    assert a.random() == b.random()
+
+
+def test_starts_kernel_reports_a_start_without_mass():
+    """The kernel stops a start at the step that finds no mass (every row on a seed) and says which."""
+    from fastfc._kernels._seed import kfed_starts_kernel
+
+    A = np.repeat(np.eye(3), 4, axis=0)  # 3 distinct rows, 4 seeds wanted
+    idx = np.zeros((2, 4), np.int64)
+    done = np.zeros(2, np.int64)
+    status = kfed_starts_kernel(A, np.array([0, 5]), np.full((2, 3), 0.5), idx, np.zeros((2, 4), np.int64),
+                                np.zeros((2, 4, 3)), done)
+    assert status == 0 and done.tolist() == [3, 3]
+    assert sorted({tuple(A[i]) for i in idx[0, :3]}) == sorted({tuple(A[i]) for i in range(12)})

@@ -496,3 +496,14 @@ def test_int_too_long_to_print_rejected_with_message_error(field):
     """Even an int whose repr Python refuses (over 4300 digits) ends in MessageError, not ValueError from the message."""
     with pytest.raises(MessageError, match=field):
         _kstar_model(**{field: 10**5000})
+
+
+# -- wire size ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", list(FACTORIES), ids=lambda c: c.__name__)
+def test_wire_size_is_the_length_of_the_encoding(cls):
+    """``wire_size`` (the runners' byte accounting) is computed from the arrays' dtypes and shapes without
+    converting or serialising them; it must be the exact length of ``to_bytes`` for every message
+    class, with empty and larger arrays and with large client numbers and rounds in the header."""
+    for seed, (k, d, m) in enumerate([(1, 1, 0), (3, 2, 4), (7, 13, 0), (20, 5, 31)]):
+        msg = FACTORIES[cls](np.random.default_rng(seed), k, d, m).addressed(client=seed * 12345, round=seed * 7)
+        assert msg.wire_size == len(msg.to_bytes())
