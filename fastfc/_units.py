@@ -20,6 +20,8 @@ weight is 0 and :class:`ConstantFeatureWarning` names it.
 """
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -431,3 +433,50 @@ def scale_ratio(stats: np.ndarray, weight: np.ndarray) -> float:
     if not use.any():
         return 1.0
     return float(np.sqrt(np.mean((local_std[use] * weight[use]) ** 2)))
+
+
+#: a client's standardised rows of this many bytes or more (float64) are written into a buffer that the
+#: next client of FeCA or k-FED in the same thread reuses (:func:`standardised_rows`); below, a new array each time
+REUSE_MIN_BYTES = 1 << 22
+#: ... and of at most this many bytes (the memory a thread keeps between fits); above, a new array each time
+REUSE_MAX_BYTES = 1 << 26
+
+#: per thread: the reusable buffer of :func:`standardised_rows` (absent while a client uses it)
+_rows_buffer = threading.local()
+
+
+@contextmanager
+def standardised_rows(X: np.ndarray, scaler, n_threads: int):
+    """``scaler.transform(X)`` (float64, C-contiguous) for the body of the ``with``, or ``X`` when
+    ``scaler`` is None.
+
+    Between :data:`REUSE_MIN_BYTES` and :data:`REUSE_MAX_BYTES` the rows are written into a buffer
+    kept by the calling thread for its next client (it holds up to the largest such client's size
+    between fits; a nested use in the thread while it is out gets a new array). A new array of
+    this size is memory the kernel maps on first write: NumPy asks for huge pages above 4 MB, glibc
+    maps (and unmaps on free) every block above 32 MB, and a 10^5 x 50 client's 40 MB of rows was
+    written by two threads at once (the transform's two row halves with ``n_jobs=2``). That first
+    write cost the helper thread's half 0-55 ms of system time (page faults), against 7 ms of CPU for
+    the half on a mapped buffer, most often in a process's first fits: FeCA at ``n_jobs=2`` was then
+    slower than at 1 in the one-client table (0.87x; issue 15; ``benchmarks/feca_warmup.py``), and
+    k-FED's large clients write the same copy. A new buffer's first write here is on one thread. The values are the same whatever buffer holds
+    them: the result does not depend on it.
+    """
+    if scaler is None:
+        yield X
+        return
+    size = X.shape[0] * X.shape[1]
+    if not REUSE_MIN_BYTES <= 8 * size <= REUSE_MAX_BYTES:
+        yield scaler.transform(X, n_jobs=n_threads)
+        return
+    buf = getattr(_rows_buffer, "buf", None)
+    _rows_buffer.buf = None  # in use: a nested client in this thread makes its own
+    fresh = buf is None or buf.size < size
+    if fresh:
+        del buf
+        buf = np.empty(size)
+    try:
+        Z = buf[:size].reshape(X.shape)
+        yield scaler.transform(X, out=Z, n_jobs=1 if fresh else n_threads)
+    finally:
+        _rows_buffer.buf = buf

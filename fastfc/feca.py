@@ -56,7 +56,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import warnings
-from contextlib import contextmanager
 from concurrent.futures import wait
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -1088,53 +1087,6 @@ def _group_without_radii(C: np.ndarray, n_clusters: int) -> np.ndarray:
 
 # -------------------------------------------------------------- estimator
 
-#: a client's standardised rows of this many bytes or more (float64) are written into a buffer that the
-#: next FeCA client in the same thread reuses (:func:`_standardised_rows`); below, a new array each time
-_REUSE_MIN_BYTES = 1 << 22
-#: ... and of at most this many bytes (the memory a thread keeps between fits); above, a new array each time
-_REUSE_MAX_BYTES = 1 << 26
-
-#: per thread: the reusable buffer of :func:`_standardised_rows` (absent while a client uses it)
-_rows_buffer = threading.local()
-
-
-@contextmanager
-def _standardised_rows(X: np.ndarray, scaler, n_threads: int):
-    """``scaler.transform(X)`` (float64, C-contiguous) for the body of the ``with``, or ``X`` when
-    ``scaler`` is None.
-
-    Between :data:`_REUSE_MIN_BYTES` and :data:`_REUSE_MAX_BYTES` the rows are written into a buffer
-    kept by the calling thread for its next client (it holds up to the largest such client's size
-    between fits; a nested use in the thread while it is out gets a new array). A new array of
-    this size is memory the kernel maps on first write: NumPy asks for huge pages above 4 MB, glibc
-    maps (and unmaps on free) every block above 32 MB, and a 10^5 x 50 client's 40 MB of rows was
-    written by two threads at once (the transform's two row halves with ``n_jobs=2``). That first
-    write cost the helper thread's half 0-55 ms of system time (page faults), against 7 ms of CPU for
-    the half on a mapped buffer, most often in a process's first fits: FeCA at ``n_jobs=2`` was then
-    slower than at 1 in the one-client table (0.87x; issue 15; ``benchmarks/feca_warmup.py``). A
-    new buffer's first write here is on one thread. The values are the same whatever buffer holds
-    them: the result does not depend on it.
-    """
-    if scaler is None:
-        yield X
-        return
-    size = X.shape[0] * X.shape[1]
-    if not _REUSE_MIN_BYTES <= 8 * size <= _REUSE_MAX_BYTES:
-        yield scaler.transform(X, n_jobs=n_threads)
-        return
-    buf = getattr(_rows_buffer, "buf", None)
-    _rows_buffer.buf = None  # in use: a nested client in this thread makes its own
-    fresh = buf is None or buf.size < size
-    if fresh:
-        del buf
-        buf = np.empty(size)
-    try:
-        Z = buf[:size].reshape(X.shape)
-        yield scaler.transform(X, out=Z, n_jobs=1 if fresh else n_threads)
-    finally:
-        _rows_buffer.buf = buf
-
-
 class FeCA(BaseFederatedClusterer):
     """FeCA: one-shot federated k-means by centroid refinement and radius aggregation.
 
@@ -1345,7 +1297,7 @@ class FeCA(BaseFederatedClusterer):
 
         # large clients (issue 15): the k-means starts on a uniform subsample, then one Lloyd run on all rows
         m = _lk.subsample_size(X.shape[0], self._k_local())
-        with _standardised_rows(X, scaler, n_threads) as Z:
+        with _units.standardised_rows(X, scaler, n_threads) as Z:
             res = feca_client(
                 Z, self._k_local(), rng,
                 refine=self.refine, radius=self.radius, spread=self.spread, init=self.init, n_init=self.n_init,

@@ -844,36 +844,40 @@ def test_merge_pieces_of_a_large_client_same_groups_as_the_exact_window_counts(m
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_feca_reused_rows_buffer_same_results_as_new_arrays(monkeypatch, n_jobs):
-    """FeCA writes a client's standardised rows into a buffer its thread reuses for the next client
-    (issue 15: a new 40 MB array written by two threads at once cost up to 60 ms of page faults).
-    Claims: fits that reuse the buffer (a larger client's, then a smaller one's, then the first again)
-    give the same bits as fits with a new array each time (reuse switched off); nothing a fit returns
-    shares memory with the buffer; the thread keeps one buffer, of the largest client's size."""
-    import fastfc.feca as F
+@pytest.mark.parametrize("estimator", ["FeCA", "KFed"])
+def test_reused_rows_buffer_same_results_as_new_arrays(monkeypatch, estimator, n_jobs):
+    """FeCA and k-FED write a large client's standardised rows into a buffer their thread reuses for
+    the next client (issue 15: a new 40 MB array written by two threads at once cost up to 60 ms of
+    page faults). Claims: fits that reuse the buffer (a larger client's, then a smaller one's, then
+    the first again) give the same bits as fits with a new array each time (reuse switched off);
+    nothing a fit returns shares memory with the buffer; the thread keeps one buffer, of the largest
+    client's size."""
+    import fastfc
+    import fastfc._units as U
 
+    cls = getattr(fastfc, estimator)
     X1, _ = _large_blobs(12000, 6, 5, seed=4)
     X2, _ = _large_blobs(9000, 5, 4, seed=5)
 
     def fits():
         out = []
         for X, k in ((X1, 5), (X2, 4), (X1, 5)):
-            est = FeCA(n_clusters=k, random_state=1, n_jobs=n_jobs).fit(X)
-            out.append((est.labels_, est.cluster_centers_, est.client_summaries_[0]))
+            est = cls(n_clusters=k, random_state=1, n_jobs=n_jobs).fit(X)
+            s = est.client_summaries_[0]
+            out.append((est.labels_, est.cluster_centers_, s.centers, getattr(s, "radii", s.centers),
+                        s.feature_stats))
         return out
 
-    monkeypatch.setattr(F, "_REUSE_MAX_BYTES", 0)  # a new array for every client
+    monkeypatch.setattr(U, "REUSE_MAX_BYTES", 0)  # a new array for every client
     fresh = fits()
-    monkeypatch.setattr(F, "_REUSE_MIN_BYTES", 1)
-    monkeypatch.setattr(F, "_REUSE_MAX_BYTES", 1 << 26)
-    monkeypatch.setattr(F._rows_buffer, "buf", None, raising=False)
+    monkeypatch.setattr(U, "REUSE_MIN_BYTES", 1)
+    monkeypatch.setattr(U, "REUSE_MAX_BYTES", 1 << 26)
+    monkeypatch.setattr(U._rows_buffer, "buf", None, raising=False)
     reused = fits()
-    buf = F._rows_buffer.buf
+    buf = U._rows_buffer.buf
     assert buf is not None and buf.size == X1.size
-    for (la, ca, sa), (lb, cb, sb) in zip(fresh, reused):
-        np.testing.assert_array_equal(la, lb)
-        np.testing.assert_array_equal(ca, cb)
-        np.testing.assert_array_equal(sa.centers, sb.centers)
-        np.testing.assert_array_equal(sa.radii, sb.radii)
-        for arr in (lb, cb, sb.centers, sb.radii, sb.feature_stats):
+    for a, b in zip(fresh, reused):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+        for arr in b:
             assert not np.shares_memory(arr, buf)
