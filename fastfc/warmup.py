@@ -95,15 +95,21 @@ def unwarmed_kernels() -> list[str]:
 
 
 def _warm_large_input_kernels() -> None:
-    """Compile the kernels that fits reach only on large inputs, by calling them on tiny arrays.
+    """Compile the kernels that fits reach only on large inputs or rare paths, by calling them on tiny arrays.
 
     :func:`fastfc._kernels._cpl.col_moments` and :func:`~fastfc._kernels._cpl.shift_scale_rows`
     (federated units and feature moments of large clients) and
     :func:`fastfc._kernels._pieces.pair_window_counts_from_products` (FeCA's piece merging of
-    clients of 8192 rows or more) take float64 whatever the input dtype.
+    clients of 8192 rows or more) take float64 whatever the input dtype. k-FED's one-start
+    seeding and proximity kernels (:mod:`fastfc._kernels._kfed`) run only where the compiled
+    all-starts call does not (a start whose seeding runs out of mass on duplicate rows, more than
+    128 projected dimensions): one start of :func:`fastfc.kfed._start_init` compiles them.
     """
     from ._kernels._cpl import col_moments, shift_scale_rows
     from ._kernels._pieces import pair_window_counts_from_products
+    from .kfed import _start_init
+
+    _start_init(np.ascontiguousarray(np.arange(18.0).reshape(6, 3) % 5), np.eye(3), 2, np.random.default_rng(0))
 
     X = np.arange(12.0).reshape(4, 3)
     mean, var = np.empty(3), np.empty(3)

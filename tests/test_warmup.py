@@ -59,3 +59,48 @@ def test_every_kernel_module_is_counted():
     assert {d.py_func.__module__ for d in numba_dispatchers()} == {
         "fastfc._kernels._cpl", "fastfc._kernels._feca", "fastfc._kernels._fedcref", "fastfc._kernels._kfed",
         "fastfc._kernels._pieces"}
+
+
+def test_a_changed_kernel_source_drops_every_cached_kernel(tmp_path):
+    """Numba checks a cached kernel against its own file only, and k-FED's kernels call one of
+    _cpl's: after any kernel source changes, the cached kernels of every kernel module are removed
+    (other files in the cache directory are kept), and with unchanged sources nothing is."""
+    import shutil
+
+    from fastfc import _kernels as K
+
+    src = tmp_path / "src"
+    shutil.copytree(Path(K.__file__).parent, src, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    def cached(*names):
+        for n in names:
+            (cache / n).write_bytes(b"x")
+
+    cached("_kfed.proximity_sums-40.py311.nbi", "_cpl._pw_sum-275.py311.nbc", "user_module.f-3.py311.nbi")
+    assert K.drop_stale_cache(str(cache), str(src))  # no stamp yet: an earlier install's cache goes
+    assert sorted(p.name for p in cache.iterdir()) == [K.CACHE_STAMP, "user_module.f-3.py311.nbi"]
+
+    cached("_kfed.proximity_sums-40.py311.nbi")
+    assert not K.drop_stale_cache(str(cache), str(src))  # same sources: kept
+    assert (cache / "_kfed.proximity_sums-40.py311.nbi").exists()
+
+    (src / "_cpl.py").write_text((src / "_cpl.py").read_text() + "\n# changed\n")  # only the callee's file
+    assert K.drop_stale_cache(str(cache), str(src))
+    assert not (cache / "_kfed.proximity_sums-40.py311.nbi").exists()  # the caller's cache went too
+    assert (cache / "user_module.f-3.py311.nbi").exists()
+    assert not K.drop_stale_cache(str(tmp_path / "missing"), str(src))  # no directory: nothing raised
+
+
+def test_the_stamp_sits_where_numba_caches_the_kernels():
+    """The stamp's directory is the one Numba's own locator picked for the kernels."""
+    from fastfc import _kernels as K
+    from fastfc._config import NUMBA_CACHE
+    from fastfc._kernels import _kfed
+
+    if not NUMBA_CACHE:
+        pytest.skip("FASTFC_NUMBA_CACHE=0: no on-disk cache")
+    assert K._cache_dir is not None
+    assert os.path.samefile(_kfed.proximity_sums._cache.cache_path, K._cache_dir)
+    assert (Path(K._cache_dir) / K.CACHE_STAMP).exists()
