@@ -5,9 +5,9 @@ those next to this interpreter; FASTFC_FLWR_BIN names another environment's bin 
 (CI builds one with .ci/flower_env.sh). Skipped when neither exists; an error instead when
 FASTFC_FLWR_BIN or CI is set.
 """
-import itertools
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -21,13 +21,29 @@ from conftest import in_ci, mixture_clients
 from test_flower_protocol import drive_rounds
 
 BIN = os.environ.get("FASTFC_FLWR_BIN") or str(Path(sys.executable).parent)
-_PORT_BLOCK = 30000 + os.getpid() % 300 * 30  # a block of 30 ports per test process
-_federations = itertools.count()  # and 4 fresh ports per federation within it (six in this module)
+#: the next port to try: a block of 30 per test process, below Linux's usual ephemeral range (32768 and up),
+#: where outgoing connections take their local ports (a SuperNode once found its port 37334 taken that way)
+_next_port = [20000 + os.getpid() % 300 * 30]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _fresh_port() -> int:
-    """A SuperLink port (its SuperNodes take the next three) no earlier federation here used."""
-    return _PORT_BLOCK + 4 * (next(_federations) % 7)
+    """A SuperLink port (its SuperNodes take the next three), all four free now and none used by an
+    earlier federation of this process."""
+    while True:
+        port = _next_port[0]
+        _next_port[0] += 4
+        if all(_port_free(p) for p in range(port, port + 4)):
+            return port
+
 
 pytestmark = pytest.mark.slow
 
