@@ -67,6 +67,7 @@ def test_a_changed_kernel_source_drops_every_cached_kernel(tmp_path):
     (other files in the cache directory are kept), and with unchanged sources nothing is."""
     import shutil
 
+    from fastfc import _kernel_cache as KC
     from fastfc import _kernels as K
 
     src = tmp_path / "src"
@@ -79,22 +80,23 @@ def test_a_changed_kernel_source_drops_every_cached_kernel(tmp_path):
             (cache / n).write_bytes(b"x")
 
     cached("_kfed.proximity_sums-40.py311.nbi", "_cpl._pw_sum-275.py311.nbc", "user_module.f-3.py311.nbi")
-    assert K.drop_stale_cache(str(cache), str(src))  # no stamp yet: an earlier install's cache goes
-    assert sorted(p.name for p in cache.iterdir()) == [K.CACHE_STAMP, "user_module.f-3.py311.nbi"]
+    assert KC.drop_stale_cache(str(cache), str(src))  # no stamp yet: an earlier install's cache goes
+    assert sorted(p.name for p in cache.iterdir()) == [KC.CACHE_STAMP, "user_module.f-3.py311.nbi"]
 
     cached("_kfed.proximity_sums-40.py311.nbi")
-    assert not K.drop_stale_cache(str(cache), str(src))  # same sources: kept
+    assert not KC.drop_stale_cache(str(cache), str(src))  # same sources: kept
     assert (cache / "_kfed.proximity_sums-40.py311.nbi").exists()
 
     (src / "_cpl.py").write_text((src / "_cpl.py").read_text() + "\n# changed\n")  # only the callee's file
-    assert K.drop_stale_cache(str(cache), str(src))
+    assert KC.drop_stale_cache(str(cache), str(src))
     assert not (cache / "_kfed.proximity_sums-40.py311.nbi").exists()  # the caller's cache went too
     assert (cache / "user_module.f-3.py311.nbi").exists()
-    assert not K.drop_stale_cache(str(tmp_path / "missing"), str(src))  # no directory: nothing raised
+    assert not KC.drop_stale_cache(str(tmp_path / "missing"), str(src))  # no directory: nothing raised
 
 
 def test_the_stamp_sits_where_numba_caches_the_kernels():
     """The stamp's directory is the one Numba's own locator picked for the kernels."""
+    from fastfc import _kernel_cache as KC
     from fastfc import _kernels as K
     from fastfc._config import NUMBA_CACHE
     from fastfc._kernels import _kfed
@@ -103,4 +105,4 @@ def test_the_stamp_sits_where_numba_caches_the_kernels():
         pytest.skip("FASTFC_NUMBA_CACHE=0: no on-disk cache")
     assert K._cache_dir is not None
     assert os.path.samefile(_kfed.proximity_sums._cache.cache_path, K._cache_dir)
-    assert (Path(K._cache_dir) / K.CACHE_STAMP).exists()
+    assert (Path(K._cache_dir) / KC.CACHE_STAMP).exists()
