@@ -108,19 +108,34 @@ def roofline_floor(n, d, k, dtype) -> float:
     return max(n * d * dt.itemsize / BANDWIDTH, 2.0 * n * k * d / PEAK_FLOPS[dt.name])
 
 
-def _median_times(runs: dict, repeats: int, clock: str = "wall") -> dict:
+def _thread_minor_faults() -> int:
+    """Minor page faults of the calling thread so far (Linux ``RUSAGE_THREAD``; 0 elsewhere)."""
+    import resource
+
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    return 0 if who is None else resource.getrusage(who).ru_minflt
+
+
+def _median_times(runs: dict, repeats: int, clock: str = "wall", faults: dict | None = None) -> dict:
     """Median seconds of each run over ``repeats`` alternating rounds; ``clock`` "wall"
     (``perf_counter``) or "cpu" (``thread_time``: CPU seconds of the calling thread, which
-    runs every one-thread implementation here; robust to other processes' load)."""
+    runs every one-thread implementation here; robust to other processes' load). When ``faults``
+    is a dict, it receives each run's median count of minor page faults of the calling thread
+    (first touches of fresh memory, e.g. a new output array: kernel time inside the call)."""
     import time
 
     tick = time.perf_counter if clock == "wall" else time.thread_time
     times = {name: [] for name in runs}
+    flt = {name: [] for name in runs}
     for _ in range(repeats):
         for name, fn in runs.items():  # alternating: load changes hit every implementation alike
+            f0 = _thread_minor_faults()
             t0 = tick()
             fn()
             times[name].append(tick() - t0)
+            flt[name].append(_thread_minor_faults() - f0)
+    if faults is not None:
+        faults.update({name: float(np.median(v)) for name, v in flt.items()})
     return {name: float(np.median(v)) for name, v in times.items()}
 
 
@@ -143,10 +158,13 @@ def roofline(n: int, dtypes, repeats: int) -> int:
           "(target <= 1). `same labels` compares fastfc with the exact direct kernel (plain loop). `path`: "
           "`direct` = the plain loop vectorised across rows; `direct, FMA screen` = the same kernel deciding "
           "most rows by a fused-multiply-add screen with a rounding-error bound (AVX-512 CPUs), the close calls "
-          "by the plain loop; `BLAS screen` = a BLAS product screen with the same bound.\n")
+          "by the plain loop (`two-feature screen`: its d = 2 form, float32 lanes, labels only); `BLAS screen` = "
+          "a BLAS product screen with the same bound. `faults` = median minor page faults of the calling thread "
+          "in one fastfc call of the alternation (first touches of the fresh labels array, after the other "
+          "implementations' temporaries were returned to the system; each costs kernel time inside the call).\n")
     print("| d | k | dtype | path | floor (ms) | fastfc CPU (ms) | sklearn CPU (ms) | GEMM CPU (ms) | x floor "
-          "| / sklearn | / GEMM | fastfc wall (ms) | same labels |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| / sklearn | / GEMM | fastfc wall (ms) | faults | same labels |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     from fastfc._assign import CHUNK_SIZE
     from fastfc._kernels._assign import assign_nearest_kernel
 
@@ -166,7 +184,8 @@ def roofline(n: int, dtypes, repeats: int) -> int:
                 }
                 for fn in runs.values():
                     fn()  # warm
-                t = _median_times(runs, repeats, "cpu")
+                faults = {}
+                t = _median_times(runs, repeats, "cpu", faults)
                 wall = _median_times({"fastfc": runs["fastfc"]}, repeats)["fastfc"]
             # the exact direct kernel's labels (no screen)
             lab = np.empty(n, dtype=np.int32)
@@ -176,10 +195,12 @@ def roofline(n: int, dtypes, repeats: int) -> int:
             same = bool(np.array_equal(assign_nearest(X, C, n_jobs=1), lab))
             floor = roofline_floor(n, d, k, dtype)
             path = ("BLAS screen" if use_gemm(d, k, dtype)
+                    else "direct, two-feature screen" if use_screen(d, dtype) and d == 2
                     else "direct, FMA screen" if use_screen(d, dtype) else "direct")
             print(f"| {d} | {k} | {np.dtype(dtype).name} | {path} | {floor * 1e3:.2f} | {t['fastfc'] * 1e3:.2f} "
                   f"| {t['sklearn'] * 1e3:.2f} | {t['gemm'] * 1e3:.2f} | {t['fastfc'] / floor:.1f} "
-                  f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {wall * 1e3:.2f} | {same} |",
+                  f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {wall * 1e3:.2f} "
+                  f"| {faults['fastfc']:.0f} | {same} |",
                   flush=True)
     return 0
 
