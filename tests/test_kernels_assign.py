@@ -336,12 +336,14 @@ def test_two_feature_screen_is_bit_identical_to_numpy(dtype, case):
     minimum to the bit -- exact ties (integers, duplicated prototypes: the lowest index), near ties one
     unit in the last place apart, NaN/infinite rows (counted), offsets where the screen's own values order
     the prototypes wrongly, magnitudes near float32 overflow and in the subnormal range, float64 rows
-    beyond float32's range, k from 1 to 257 (past the 8 packed bits: the exact loop), block tails and
-    threads. With distances asked for the kernel takes the exact loop: same labels and distances."""
+    beyond float32's range, k from 1 to 257 (past the screen's limit: the exact loop), block tails and
+    threads. With distances asked for the kernel takes the exact loop: same labels and distances. (The
+    screen runs for 2 <= k <= 32 float32 / 64 float64: k = 32 and 64 are its widest packings.)"""
     from fastfc._kernels._assign import assign_nearest_kernel
 
     rng = np.random.default_rng(2016)
-    for n, k in ((4099, 15), (1000, 1), (777, 2), (2048, 16), (333, 17), (1500, 256), (200, 257), (63, 5), (65, 5)):
+    for n, k in ((4099, 15), (1000, 1), (777, 2), (2048, 16), (333, 17), (900, 32), (1100, 64), (1500, 256),
+                 (200, 257), (63, 5), (65, 5)):
         X = rng.standard_normal((n, 2))
         C = rng.standard_normal((k, 2))
         if case == "integer_ties":

@@ -680,8 +680,13 @@ cdef extern from *:
        prototype's true distance exceeds the smallest's by more than 2 F, so its exact distance is
        strictly larger: the packed prototype is the exact loop's label, alone (no tie). Rows not decided
        (close calls, NaN or infinity, ||x||^2 + max ||c||^2 not below FLT_MAX / 64) take the plain
-       per-row loop (FASTFC_EXACT_ROW), the block tail and problems with k < 2, k > 256 or prototypes
-       beyond float32's range the exact two-feature loop; nothing a label depends on is approximate. */
+       per-row loop (FASTFC_EXACT_ROW), the block tail and problems with k < 2, k > KMAX or prototypes
+       beyond float32's range the exact two-feature loop; nothing a label depends on is approximate.
+       KMAX = 64 (float64 rows), 32 (float32): the screen's 6 operations per prototype and 16 rows run at
+       about 1.5 a cycle against the exact loop's 2, and more packed bits widen the bound (more close calls
+       left to the plain loop): thread CPU ms at 200000 rows, exact / screen, float64 k = 64 2.36 / 1.24,
+       96 3.50 / 2.72, 128 4.56 / 4.23, 256 8.97 / 15.6; float32 k = 15 0.33 / 0.28, 32 0.62 / 0.58,
+       40 0.78 / 0.82, 64 1.20 / 1.45 (one-off run, load ~5). */
     #ifndef FASTFC_SD2PF
     #define FASTFC_SD2PF 4
     #endif
@@ -709,14 +714,14 @@ cdef extern from *:
         *x0 = _mm512_permutex2var_ps(a, ev, b);
         *x1 = _mm512_permutex2var_ps(a, od, b);
     }
-    #define FASTFC_SCREEN_D2(NAME, T, DIRECT, ROW, LOAD, UIN)                                          \\
+    #define FASTFC_SCREEN_D2(NAME, T, DIRECT, ROW, LOAD, UIN, KMAX)                                          \\
     FASTFC_AVX512_FMA static Py_ssize_t NAME(const T* X, Py_ssize_t m, Py_ssize_t k, const T* CT,  \\
                                              int* labels) {                                          \\
         enum { SB = 64, NS = 4 };                                                                \\
-        float A[256], B[256], E[256];                                                            \\
+        float A[KMAX], B[KMAX], E[KMAX];                                                            \\
         int I[256];  /* the indices, broadcast from memory (a load, not a shuffle port) */       \\
         double cmax2 = 0;                                                                        \\
-        if (k < 2 || k > 256) return DIRECT(X, m, 2, k, CT, CT, 0, NULL, labels, NULL);                              \\
+        if (k < 2 || k > KMAX) return DIRECT(X, m, 2, k, CT, CT, 0, NULL, labels, NULL);                              \\
         for (Py_ssize_t c = 0; c < k; c++) {                                                     \\
             double c0 = (double)CT[c], c1 = (double)CT[k + c];                                   \\
             double e = c0 * c0 + c1 * c1;                                                        \\
@@ -796,9 +801,9 @@ cdef extern from *:
         return bad;                                                                              \\
     }
     FASTFC_SCREEN_D2(fastfc_screen_d2_f64, double, fastfc_direct_f64, fastfc_exact_row_f64,
-                     fastfc_sd2_load_f64, ldexp(1.0, -53))
+                     fastfc_sd2_load_f64, ldexp(1.0, -53), 64)
     FASTFC_SCREEN_D2(fastfc_screen_d2_f32, float, fastfc_direct_f32, fastfc_exact_row_f32,
-                     fastfc_sd2_load_f32, ldexp(1.0, -24))
+                     fastfc_sd2_load_f32, ldexp(1.0, -24), 32)
     """
     Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) noexcept nogil
     int fastfc_has_avx512_fma() noexcept nogil
