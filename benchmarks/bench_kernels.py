@@ -259,6 +259,71 @@ def roofline_ab(args) -> int:
     return 0
 
 
+def d2_profile(n: int, k: int, repeats: int) -> int:
+    """Print where a two-feature call's time goes (markdown): the kernel alone and the whole call, warm and cold."""
+    from threadpoolctl import threadpool_limits
+
+    from fastfc._assign import CHUNK_SIZE
+    from fastfc._kernels._assign import assign_nearest_kernel
+
+    print(f"# Two-feature assignment: where the time goes\n")
+    print(f"n = {n} standard-normal rows, d = 2, k = {k} standard-normal prototypes, one thread; CPU ms of the "
+          f"calling thread (`thread_time`), medians of {repeats} alternating rounds, with the median minor page "
+          "faults of each run. `exact` = the exact two-feature loop (`screen=False`), `screen` = the two-feature "
+          "screen (`screen=True`, what `assign_nearest` runs for labels). Runs: `kernel, warm` = the kernel "
+          "writing into a reused labels array, right after the same call (rows and labels in cache); `kernel, "
+          "cold` = the same after an untimed NumPy GEMM expansion (the roofline table's alternation: it evicts "
+          "the rows and returns its temporaries to the system); `kernel, fresh labels, cold` = the same into a "
+          "new `np.empty` labels array (its first touches fault); `touch fresh labels, cold` = only "
+          "`np.empty(n, int32).fill(0)` after the expansion (the page faults' cost alone); `assign_nearest, "
+          "cold` = the roofline table's fastfc cell. Floor as in the roofline table.\n")
+    print("| dtype | floor (ms) | run | exact (ms) | screen (ms) | faults |")
+    print("|---|---|---|---|---|---|")
+    for dtype in (np.float64, np.float32):
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((n, 2)).astype(dtype)
+        C = rng.standard_normal((k, 2)).astype(dtype)
+        CT = np.ascontiguousarray(C.T)
+        lab = np.empty(n, dtype=np.int32)
+
+        def gemm():
+            return np.argmin(np.einsum("ij,ij->i", C, C)[None, :] - 2.0 * (X @ C.T), axis=1)
+
+        def kern(screen, fresh):
+            return lambda: assign_nearest_kernel(X, CT, CT, False, np.empty(n, np.int32) if fresh else lab, None, 1,
+                                                 CHUNK_SIZE, screen)
+
+        runs = {  # name -> (before the timed run, {variant: timed run})
+            "kernel, warm": (None, {"exact": kern(False, False), "screen": kern(True, False)}),
+            "kernel, cold": (gemm, {"exact": kern(False, False), "screen": kern(True, False)}),
+            "kernel, fresh labels, cold": (gemm, {"exact": kern(False, True), "screen": kern(True, True)}),
+            "touch fresh labels, cold": (gemm, {"screen": lambda: np.empty(n, np.int32).fill(0)}),
+            "assign_nearest, cold": (gemm, {"screen": lambda: assign_nearest(X, C, n_jobs=1)}),
+        }
+        import time
+
+        times = {(r, v): [] for r, (_, vs) in runs.items() for v in vs}
+        faults = {key: [] for key in times}
+        with threadpool_limits(1):
+            gemm()
+            for _ in range(repeats):
+                for r, (before, vs) in runs.items():
+                    for v, fn in vs.items():
+                        (before or fn)()  # warm runs repeat the call itself first
+                        f0 = _thread_minor_faults()
+                        t0 = time.thread_time()
+                        fn()
+                        times[(r, v)].append(time.thread_time() - t0)
+                        faults[(r, v)].append(_thread_minor_faults() - f0)
+        floor = roofline_floor(n, 2, k, dtype) * 1e3
+        for r, (_, vs) in runs.items():
+            cell = {v: f"{np.median(times[(r, v)]) * 1e3:.2f}" for v in vs}
+            flt = max(float(np.median(faults[(r, v)])) for v in vs)
+            print(f"| {np.dtype(dtype).name} | {floor:.2f} | {r} | {cell.get('exact', '')} | {cell.get('screen', '')} "
+                  f"| {flt:.0f} |", flush=True)
+    return 0
+
+
 #: the estimators of the one-client parallel table
 PARALLEL_ESTIMATORS = ["FeCA", "KFed", "FedKMeans", "FedKStarHC", "FedHIRE", "GOLD"]
 
@@ -330,8 +395,10 @@ def main(argv=None) -> int:
     from _provenance import run_with_out
 
     ap = argparse.ArgumentParser(description=roofline.__doc__)
-    ap.add_argument("--table", choices=["roofline", "parallel", "ab"], default="roofline",
-                    help="ab: the roofline shapes' fastfc times of two checkouts side by side (--old, --new)")
+    ap.add_argument("--table", choices=["roofline", "parallel", "ab", "d2profile"], default="roofline",
+                    help="ab: the roofline shapes' fastfc times of two checkouts side by side (--old, --new); "
+                         "d2profile: where a two-feature call's time goes (--n, --k)")
+    ap.add_argument("--k", type=int, default=15, help="prototypes (d2profile table)")
     ap.add_argument("--n", type=int, default=None, help="rows (roofline 10^6, parallel 10^5)")
     ap.add_argument("--d", type=int, default=10, help="features (parallel table)")
     ap.add_argument("--dtypes", default="float64,float32", help="roofline table")
@@ -346,6 +413,8 @@ def main(argv=None) -> int:
             if a.old is None:
                 ap.error("--table ab needs --old")
             return roofline_ab(a)
+        if a.table == "d2profile":
+            return d2_profile(a.n or 200_000, a.k, a.repeats)
         if a.table == "parallel":
             return parallel_one_client(a.n or 100_000, a.d, a.repeats, a.estimators.split(","))
         return roofline(a.n or 1_000_000, [np.dtype(t).type for t in a.dtypes.split(",")], a.repeats)
