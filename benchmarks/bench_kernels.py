@@ -108,19 +108,34 @@ def roofline_floor(n, d, k, dtype) -> float:
     return max(n * d * dt.itemsize / BANDWIDTH, 2.0 * n * k * d / PEAK_FLOPS[dt.name])
 
 
-def _median_times(runs: dict, repeats: int, clock: str = "wall") -> dict:
+def _thread_minor_faults() -> int:
+    """Minor page faults of the calling thread so far (Linux ``RUSAGE_THREAD``; 0 elsewhere)."""
+    import resource
+
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    return 0 if who is None else resource.getrusage(who).ru_minflt
+
+
+def _median_times(runs: dict, repeats: int, clock: str = "wall", faults: dict | None = None) -> dict:
     """Median seconds of each run over ``repeats`` alternating rounds; ``clock`` "wall"
     (``perf_counter``) or "cpu" (``thread_time``: CPU seconds of the calling thread, which
-    runs every one-thread implementation here; robust to other processes' load)."""
+    runs every one-thread implementation here; robust to other processes' load). When ``faults``
+    is a dict, it receives each run's median count of minor page faults of the calling thread
+    (first touches of fresh memory, e.g. a new output array: kernel time inside the call)."""
     import time
 
     tick = time.perf_counter if clock == "wall" else time.thread_time
     times = {name: [] for name in runs}
+    flt = {name: [] for name in runs}
     for _ in range(repeats):
         for name, fn in runs.items():  # alternating: load changes hit every implementation alike
+            f0 = _thread_minor_faults()
             t0 = tick()
             fn()
             times[name].append(tick() - t0)
+            flt[name].append(_thread_minor_faults() - f0)
+    if faults is not None:
+        faults.update({name: float(np.median(v)) for name, v in flt.items()})
     return {name: float(np.median(v)) for name, v in times.items()}
 
 
@@ -143,10 +158,13 @@ def roofline(n: int, dtypes, repeats: int) -> int:
           "(target <= 1). `same labels` compares fastfc with the exact direct kernel (plain loop). `path`: "
           "`direct` = the plain loop vectorised across rows; `direct, FMA screen` = the same kernel deciding "
           "most rows by a fused-multiply-add screen with a rounding-error bound (AVX-512 CPUs), the close calls "
-          "by the plain loop; `BLAS screen` = a BLAS product screen with the same bound.\n")
+          "by the plain loop (`two-feature screen`: its d = 2 form, float32 lanes, labels only); `BLAS screen` = "
+          "a BLAS product screen with the same bound. `faults` = median minor page faults of the calling thread "
+          "in one fastfc call of the alternation (first touches of the fresh labels array, after the other "
+          "implementations' temporaries were returned to the system; each costs kernel time inside the call).\n")
     print("| d | k | dtype | path | floor (ms) | fastfc CPU (ms) | sklearn CPU (ms) | GEMM CPU (ms) | x floor "
-          "| / sklearn | / GEMM | fastfc wall (ms) | same labels |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| / sklearn | / GEMM | fastfc wall (ms) | faults | same labels |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     from fastfc._assign import CHUNK_SIZE
     from fastfc._kernels._assign import assign_nearest_kernel
 
@@ -166,7 +184,8 @@ def roofline(n: int, dtypes, repeats: int) -> int:
                 }
                 for fn in runs.values():
                     fn()  # warm
-                t = _median_times(runs, repeats, "cpu")
+                faults = {}
+                t = _median_times(runs, repeats, "cpu", faults)
                 wall = _median_times({"fastfc": runs["fastfc"]}, repeats)["fastfc"]
             # the exact direct kernel's labels (no screen)
             lab = np.empty(n, dtype=np.int32)
@@ -176,10 +195,12 @@ def roofline(n: int, dtypes, repeats: int) -> int:
             same = bool(np.array_equal(assign_nearest(X, C, n_jobs=1), lab))
             floor = roofline_floor(n, d, k, dtype)
             path = ("BLAS screen" if use_gemm(d, k, dtype)
+                    else "direct, two-feature screen" if use_screen(d, dtype) and d == 2
                     else "direct, FMA screen" if use_screen(d, dtype) else "direct")
             print(f"| {d} | {k} | {np.dtype(dtype).name} | {path} | {floor * 1e3:.2f} | {t['fastfc'] * 1e3:.2f} "
                   f"| {t['sklearn'] * 1e3:.2f} | {t['gemm'] * 1e3:.2f} | {t['fastfc'] / floor:.1f} "
-                  f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {wall * 1e3:.2f} | {same} |",
+                  f"| {t['fastfc'] / t['sklearn']:.2f} | {t['fastfc'] / t['gemm']:.2f} | {wall * 1e3:.2f} "
+                  f"| {faults['fastfc']:.0f} | {same} |",
                   flush=True)
     return 0
 
@@ -235,6 +256,71 @@ def roofline_ab(args) -> int:
                 floor = roofline_floor(n, d, k, dt) * 1e3
                 print(f"| {d} | {k} | {dt} | {floor:.2f} | {old:.2f} | {new:.2f} | {old / new:.2f} "
                       f"| {old / floor:.1f} | {new / floor:.1f} |", flush=True)
+    return 0
+
+
+def d2_profile(n: int, k: int, repeats: int) -> int:
+    """Print where a two-feature call's time goes (markdown): the kernel alone and the whole call, warm and cold."""
+    from threadpoolctl import threadpool_limits
+
+    from fastfc._assign import CHUNK_SIZE
+    from fastfc._kernels._assign import assign_nearest_kernel
+
+    print(f"# Two-feature assignment: where the time goes\n")
+    print(f"n = {n} standard-normal rows, d = 2, k = {k} standard-normal prototypes, one thread; CPU ms of the "
+          f"calling thread (`thread_time`), medians of {repeats} alternating rounds, with the median minor page "
+          "faults of each run. `exact` = the exact two-feature loop (`screen=False`), `screen` = the two-feature "
+          "screen (`screen=True`, what `assign_nearest` runs for labels). Runs: `kernel, warm` = the kernel "
+          "writing into a reused labels array, right after the same call (rows and labels in cache); `kernel, "
+          "cold` = the same after an untimed NumPy GEMM expansion (the roofline table's alternation: it evicts "
+          "the rows and returns its temporaries to the system); `kernel, fresh labels, cold` = the same into a "
+          "new `np.empty` labels array (its first touches fault); `touch fresh labels, cold` = only "
+          "`np.empty(n, int32).fill(0)` after the expansion (the page faults' cost alone); `assign_nearest, "
+          "cold` = the roofline table's fastfc cell. Floor as in the roofline table.\n")
+    print("| dtype | floor (ms) | run | exact (ms) | screen (ms) | faults |")
+    print("|---|---|---|---|---|---|")
+    for dtype in (np.float64, np.float32):
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((n, 2)).astype(dtype)
+        C = rng.standard_normal((k, 2)).astype(dtype)
+        CT = np.ascontiguousarray(C.T)
+        lab = np.empty(n, dtype=np.int32)
+
+        def gemm():
+            return np.argmin(np.einsum("ij,ij->i", C, C)[None, :] - 2.0 * (X @ C.T), axis=1)
+
+        def kern(screen, fresh):
+            return lambda: assign_nearest_kernel(X, CT, CT, False, np.empty(n, np.int32) if fresh else lab, None, 1,
+                                                 CHUNK_SIZE, screen)
+
+        runs = {  # name -> (before the timed run, {variant: timed run})
+            "kernel, warm": (None, {"exact": kern(False, False), "screen": kern(True, False)}),
+            "kernel, cold": (gemm, {"exact": kern(False, False), "screen": kern(True, False)}),
+            "kernel, fresh labels, cold": (gemm, {"exact": kern(False, True), "screen": kern(True, True)}),
+            "touch fresh labels, cold": (gemm, {"screen": lambda: np.empty(n, np.int32).fill(0)}),
+            "assign_nearest, cold": (gemm, {"screen": lambda: assign_nearest(X, C, n_jobs=1)}),
+        }
+        import time
+
+        times = {(r, v): [] for r, (_, vs) in runs.items() for v in vs}
+        faults = {key: [] for key in times}
+        with threadpool_limits(1):
+            gemm()
+            for _ in range(repeats):
+                for r, (before, vs) in runs.items():
+                    for v, fn in vs.items():
+                        (before or fn)()  # warm runs repeat the call itself first
+                        f0 = _thread_minor_faults()
+                        t0 = time.thread_time()
+                        fn()
+                        times[(r, v)].append(time.thread_time() - t0)
+                        faults[(r, v)].append(_thread_minor_faults() - f0)
+        floor = roofline_floor(n, 2, k, dtype) * 1e3
+        for r, (_, vs) in runs.items():
+            cell = {v: f"{np.median(times[(r, v)]) * 1e3:.2f}" for v in vs}
+            flt = max(float(np.median(faults[(r, v)])) for v in vs)
+            print(f"| {np.dtype(dtype).name} | {floor:.2f} | {r} | {cell.get('exact', '')} | {cell.get('screen', '')} "
+                  f"| {flt:.0f} |", flush=True)
     return 0
 
 
@@ -309,8 +395,10 @@ def main(argv=None) -> int:
     from _provenance import run_with_out
 
     ap = argparse.ArgumentParser(description=roofline.__doc__)
-    ap.add_argument("--table", choices=["roofline", "parallel", "ab"], default="roofline",
-                    help="ab: the roofline shapes' fastfc times of two checkouts side by side (--old, --new)")
+    ap.add_argument("--table", choices=["roofline", "parallel", "ab", "d2profile"], default="roofline",
+                    help="ab: the roofline shapes' fastfc times of two checkouts side by side (--old, --new); "
+                         "d2profile: where a two-feature call's time goes (--n, --k)")
+    ap.add_argument("--k", type=int, default=15, help="prototypes (d2profile table)")
     ap.add_argument("--n", type=int, default=None, help="rows (roofline 10^6, parallel 10^5)")
     ap.add_argument("--d", type=int, default=10, help="features (parallel table)")
     ap.add_argument("--dtypes", default="float64,float32", help="roofline table")
@@ -325,6 +413,8 @@ def main(argv=None) -> int:
             if a.old is None:
                 ap.error("--table ab needs --old")
             return roofline_ab(a)
+        if a.table == "d2profile":
+            return d2_profile(a.n or 200_000, a.k, a.repeats)
         if a.table == "parallel":
             return parallel_one_client(a.n or 100_000, a.d, a.repeats, a.estimators.split(","))
         return roofline(a.n or 1_000_000, [np.dtype(t).type for t in a.dtypes.split(",")], a.repeats)

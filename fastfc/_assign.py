@@ -33,7 +33,10 @@ GEMM_MIN_FEATURES = 8
 #: distances; used on CPUs with AVX-512 and FMA, elsewhere the plain direct loop runs): CPU ms at
 #: 200000 rows, k = 10, plain / screen, float64 d = 8 1.6 / 1.8, 10 2.5 / 2.3, 16 3.9 / 3.9,
 #: 100 29 / 21; float32 d = 8 0.90 / 0.77, 10 1.24 / 1.07, 16 2.2 / 1.7, 100 16.5 / 12.9;
-#: (36, 50) float64 30 / 17, float32 16 / 9 (one-off side-by-side run, load ~7)
+#: (36, 50) float64 30 / 17, float32 16 / 9 (one-off side-by-side run, load ~7). Two features take the
+#: two-feature screen (labels only; with distances the kernel runs the exact two-feature loop): thread CPU ms at
+#: 200000 rows, k = 15, labels buffer reused, exact loop / screen, float64 0.56 / 0.30, float32 0.33 / 0.26
+#: (one-off side-by-side run, load ~3)
 SCREEN_MIN_FEATURES = {"float64": 10, "float32": 8}
 
 
@@ -48,8 +51,9 @@ def _dtype_name(dtype) -> str:
 
 
 def use_screen(n_features: int, dtype=np.float64) -> bool:
-    """Whether unweighted rows (below the BLAS threshold) take the direct kernel's FMA screen."""
-    return n_features >= SCREEN_MIN_FEATURES[_dtype_name(dtype)]
+    """Whether unweighted rows (below the BLAS threshold) take the direct kernel's FMA screen (two
+    features: the two-feature screen, for labels only; with distances the kernel runs the exact loop)."""
+    return n_features == 2 or n_features >= SCREEN_MIN_FEATURES[_dtype_name(dtype)]
 
 
 def use_gemm(n_features: int, n_prototypes: int, dtype=np.float64) -> bool:
@@ -130,9 +134,9 @@ def assign_nearest(
     and ``n_features * n_prototypes >= GEMM_MIN_WORK``, 65536) first screen the prototypes with a
     BLAS matrix product and then compute the exact distance of every prototype a
     rounding-error bound cannot rule out; below that, unweighted problems with at
-    least ``SCREEN_MIN_FEATURES`` (10 in float64, 8 in float32) features screen with fused multiply-adds
-    inside the direct kernel (AVX-512 CPUs) the same way: labels and distances are
-    the same as the direct computation's, only faster.
+    least ``SCREEN_MIN_FEATURES`` (10 in float64, 8 in float32) features, or with two features when only
+    labels are asked for, screen with fused multiply-adds inside the direct kernel (AVX-512 CPUs) the same
+    way: labels and distances are the same as the direct computation's, only faster.
 
     Parameters
     ----------

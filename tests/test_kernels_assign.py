@@ -287,6 +287,49 @@ def test_direct_kernel_is_bit_identical_to_sequential_reference(dtype, weighted)
         assert dist is None and bad == 0
 
 
+def _two_feature_case(rng, case, n, k, dtype):
+    """Rows and prototypes (d = 2) of one case of the two-feature tests, and the rows made NaN/infinite:
+    standard normal, or small integers (exact ties), duplicated prototypes (rows on them), one-ulp near
+    ties (and, from k = 4, rows on the bisector of two prototypes: an exact tie), NaN/inf rows, offsets
+    (||c||^2 - 2 x.c cancels), magnitudes near float32 overflow / in its subnormal range, float64 rows or
+    prototypes beyond float32's range."""
+    X = rng.standard_normal((n, 2))
+    C = rng.standard_normal((k, 2))
+    if case == "integer_ties":
+        X = rng.integers(-2, 3, size=(n, 2)).astype(float)
+        C = rng.integers(-2, 3, size=(k, 2)).astype(float)
+    elif case == "duplicates" and k > 1:
+        C[k // 2:] = C[: k - k // 2]
+        X[: n // 4] = C[rng.integers(k, size=n // 4)]
+    elif case == "offset":  # ||c||^2 - 2 x.c cancels: float32 orders close rows wrongly
+        shift = 3e3 if dtype == np.float32 else 3e5
+        X = X * 1e-2 + shift
+        C = C * 1e-2 + shift
+    elif case == "huge":  # squares near float32's largest value
+        X *= 4e18
+        C *= 4e18
+    elif case == "tiny":  # float32 products in the subnormal range
+        X *= 1e-21
+        C *= 1e-21
+    elif case == "beyond_float32" and dtype == np.float64:  # some rows, or all prototypes, past float32
+        X[rng.integers(n, size=max(1, n // 50))] *= 1e40
+        if k % 2:
+            C *= 1e30
+    X = X.astype(dtype)
+    C = C.astype(dtype)
+    if case == "near_ties" and k > 1:
+        C[1] = np.nextafter(C[0], C[0] + 1)  # one ulp from prototype 0 in both features
+        X[: n // 2] = C[0] + (rng.standard_normal((n // 2, 2)) * 1e-3).astype(dtype)
+        if k > 3:  # and an exact tie between 2 and 3 at the middle of rows on their bisector
+            C[3] = C[2] + np.array([1, 0], dtype=dtype)
+            X[n // 2: n // 2 + 20] = C[2] + np.array([0.5, 0], dtype=dtype)
+    bad_rows = []
+    if case == "non_finite":
+        bad_rows = sorted({0, min(63, n - 1), min(64, n - 1), n // 2, n - 1})
+        X[bad_rows, rng.integers(2, size=len(bad_rows))] = [np.nan, np.inf, -np.inf, np.nan, np.inf][: len(bad_rows)]
+    return X, C, bad_rows
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["random", "integer_ties", "duplicates", "near_ties", "non_finite"])
 def test_two_feature_direct_loop_is_bit_identical_to_numpy(dtype, case):
@@ -297,23 +340,7 @@ def test_two_feature_direct_loop_is_bit_identical_to_numpy(dtype, case):
     last place apart, and NaN/infinite rows (counted, never the best: the other rows unaffected)."""
     rng = np.random.default_rng(2015)
     for n, k in ((4099, 15), (1000, 1), (777, 2), (2048, 64)):
-        X = rng.standard_normal((n, 2))
-        C = rng.standard_normal((k, 2))
-        if case == "integer_ties":
-            X = rng.integers(-2, 3, size=(n, 2)).astype(float)
-            C = rng.integers(-2, 3, size=(k, 2)).astype(float)
-        elif case == "duplicates" and k > 1:
-            C[k // 2:] = C[: k - k // 2]
-            X[: n // 4] = C[rng.integers(k, size=n // 4)]
-        X = X.astype(dtype)
-        C = C.astype(dtype)
-        if case == "near_ties" and k > 1:
-            C[1] = np.nextafter(C[0], C[0] + 1)  # one ulp from prototype 0 in both features
-            X[: n // 2] = C[0] + (rng.standard_normal((n // 2, 2)) * 1e-3).astype(dtype)
-        bad_rows = []
-        if case == "non_finite":
-            bad_rows = [0, 63, 64, n // 2, n - 1]
-            X[bad_rows, rng.integers(2, size=len(bad_rows))] = [np.nan, np.inf, -np.inf, np.nan, np.inf]
+        X, C, bad_rows = _two_feature_case(rng, case, n, k, dtype)
         # the plain NumPy loop (one rounding per operation, no fused multiply-add)
         D = (X[:, 0, None] - C[None, :, 0]) ** 2 + (X[:, 1, None] - C[None, :, 1]) ** 2
         ok = np.setdiff1d(np.arange(n), bad_rows)
@@ -324,6 +351,62 @@ def test_two_feature_direct_loop_is_bit_identical_to_numpy(dtype, case):
             np.testing.assert_array_equal(labels[ok], ref, err_msg=f"{(n, k, n_threads, chunk)}")
             np.testing.assert_array_equal(dist[ok].view(np.uint8), D[ok, ref].view(np.uint8))
             np.testing.assert_array_equal(_direct_kernel(X, C, None, n_threads, chunk, False)[0][ok], ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["random", "integer_ties", "duplicates", "near_ties", "non_finite", "offset",
+                                  "huge", "tiny", "beyond_float32"])
+def test_two_feature_screen_is_bit_identical_to_numpy(dtype, case):
+    """The two-feature screen (``screen=True``, unweighted d = 2, labels only; AVX-512 CPUs) decides rows
+    by float32 multiply-adds with the prototype's index packed into the low bits and a rounding-error
+    bound, and leaves the close calls to the plain loop: its labels must be the plain NumPy loop's first
+    minimum to the bit -- exact ties (integers, duplicated prototypes: the lowest index), near ties one
+    unit in the last place apart, NaN/infinite rows (counted), offsets where the screen's own values order
+    the prototypes wrongly, magnitudes near float32 overflow and in the subnormal range, float64 rows
+    beyond float32's range, k from 1 to 257 (past the screen's limit: the exact loop), block tails and
+    threads. With distances asked for the kernel takes the exact loop: same labels and distances. (The
+    screen runs for 2 <= k <= 32 float32 / 64 float64: k = 32 and 64 are its widest packings.)"""
+    from fastfc._kernels._assign import assign_nearest_kernel
+
+    rng = np.random.default_rng(2016)
+    for n, k in ((4099, 15), (1000, 1), (777, 2), (2048, 16), (333, 17), (900, 32), (1100, 64), (1500, 256),
+                 (200, 257), (63, 5), (65, 5)):
+        X, C, bad_rows = _two_feature_case(rng, case, n, k, dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            D = (X[:, 0, None] - C[None, :, 0]) ** 2 + (X[:, 1, None] - C[None, :, 1]) ** 2
+        ok = np.setdiff1d(np.arange(n), bad_rows)
+        ref = np.argmin(D[ok], axis=1)
+        CT = np.ascontiguousarray(C.T)
+        for n_threads, chunk in ((1, 1 << 20), (1, 512), (2, 100)):
+            labels = np.full(n, -7, dtype=np.int32)
+            bad = assign_nearest_kernel(X, CT, CT, False, labels, None, n_threads, chunk, True)
+            assert bad == len(bad_rows) + int((~np.isfinite(D[ok, ref])).sum()), (n, k, case)
+            np.testing.assert_array_equal(labels[ok], ref, err_msg=f"{(n, k, case, n_threads, chunk)}")
+            dist = np.full(n, -7, dtype=dtype)
+            labels = np.full(n, -7, dtype=np.int32)
+            assign_nearest_kernel(X, CT, CT, False, labels, dist, n_threads, chunk, True)
+            np.testing.assert_array_equal(labels[ok], ref)
+            np.testing.assert_array_equal(dist[ok].view(np.uint8), D[ok, ref].view(np.uint8))
+
+
+def test_assign_nearest_two_features_is_the_exact_loop():
+    """assign_nearest takes the two-feature screen for unweighted d = 2 (use_screen(2)); its labels (and,
+    with distances, the exact loop's labels and distances) are the exact kernel's in both dtypes."""
+    from fastfc import _assign as A
+
+    assert A.use_screen(2, np.float32) and A.use_screen(2, np.float64) and not A.use_screen(3)
+    rng = np.random.default_rng(5)
+    for dtype in DTYPES:
+        X = rng.normal(size=(3000, 2)).astype(dtype)
+        C = rng.normal(size=(15, 2)).astype(dtype)
+        C[7] = C[3]
+        X[:100] = C[3]
+        ref_labels, ref_dist = _sequential_ref(X, C)
+        for n_jobs in (1, 2):
+            np.testing.assert_array_equal(assign_nearest(X, C, n_jobs=n_jobs), ref_labels)
+            labels, dist = assign_nearest(X, C, n_jobs=n_jobs, return_distances=True)
+            np.testing.assert_array_equal(labels, ref_labels)
+            np.testing.assert_array_equal(dist, ref_dist)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -22,8 +22,11 @@ transposed buffer, no feature loop).  Unweighted rows with
 many features may instead go through an FMA screen in the same kernel
 (``FASTFC_SCREEN``): it decides rows whose best prototype a rounding-error bound
 proves, and leaves the others, and every distance, to the plain loop; it prefetches
-the rows a few blocks ahead, a few cache lines per step of its product loop.  Results
-do not depend on the number of threads.
+the rows a few blocks ahead, a few cache lines per step of its product loop.  Unweighted
+rows with two features, labels only, take its two-feature form (``FASTFC_SCREEN_D2``:
+float32 lanes of 16 rows, the prototype's index packed into the low bits of the screened
+value, the close calls to the plain loop), which needs fewer vector operations than the
+exact two-feature loop.  Results do not depend on the number of threads.
 
 Parallelism.  Rows are cut into fixed chunks; chunks are spread over OpenMP
 threads (``prange``, ``nogil``) when the extension was built with OpenMP, and
@@ -71,7 +74,8 @@ def openmp_enabled():
 
 
 def fma_screen_available():
-    """True when the FMA screens (``FASTFC_SCREEN``, ``FASTFC_ROUND_SCREEN``) run on this CPU (AVX-512 and FMA)."""
+    """True when the FMA screens (``FASTFC_SCREEN``, ``FASTFC_SCREEN_D2``, ``FASTFC_ROUND_SCREEN``) run on this CPU
+    (AVX-512 and FMA)."""
     return bool(fastfc_has_avx512_fma())
 
 
@@ -202,6 +206,21 @@ cdef extern from *:
        straight from the rows into registers, each prototype's two coordinates are broadcast once per block,
        and the prototype loop carries only the distance, compare and select (the general loop's per-prototype
        feature loop, weighted test and buffer loads cost more than the arithmetic at d = 2). */
+    /* The end of a direct block (FASTFC_DIRECT_D2, FASTFC_DIRECT): the labels of its nb rows from the
+       lanes of arg, the count of rows whose best distance is NaN or infinite added to bad, and, when
+       mindist is not NULL, the best distances. */
+    #define FASTFC_BLOCK_STORE(T, IT, RB, best, arg, i0, nb, labels, mindist, bad) do {             \\
+        T bo_[RB];                                                                               \\
+        IT ao_[RB];                                                                              \\
+        memcpy(bo_, (best), sizeof(bo_));                                                        \\
+        memcpy(ao_, (arg), sizeof(ao_));                                                         \\
+        for (Py_ssize_t b_ = 0; b_ < (nb); b_++) {                                               \\
+            (labels)[(i0) + b_] = (int)ao_[b_];                                                  \\
+            (bad) += !(bo_[b_] - bo_[b_] == 0); /* NaN or infinity */                            \\
+        }                                                                                        \\
+        if ((mindist) != NULL)                                                                   \\
+            for (Py_ssize_t b_ = 0; b_ < (nb); b_++) (mindist)[(i0) + b_] = bo_[b_];             \\
+    } while (0)
     #ifndef FASTFC_D2PF
     #define FASTFC_D2PF 8
     #endif
@@ -259,16 +278,7 @@ cdef extern from *:
                     arg[v] = (arg[v] & ~lt) | (lt & cv);                                         \\
                 }                                                                                \\
             }                                                                                    \\
-            T bo[RB];                                                                            \\
-            IT ao[RB];                                                                           \\
-            memcpy(bo, best, sizeof(bo));                                                        \\
-            memcpy(ao, arg, sizeof(ao));                                                         \\
-            for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
-                labels[i0 + b] = (int)ao[b];                                                     \\
-                bad += !(bo[b] - bo[b] == 0); /* NaN or infinity */                              \\
-            }                                                                                    \\
-            if (mindist != NULL)                                                                 \\
-                for (Py_ssize_t b = 0; b < nb; b++) mindist[i0 + b] = bo[b];                     \\
+            FASTFC_BLOCK_STORE(T, IT, RB, best, arg, i0, nb, labels, mindist, bad);              \\
         }                                                                                        \\
         return bad;                                                                              \\
     }
@@ -333,16 +343,7 @@ cdef extern from *:
                     }                                                                            \\
                 }                                                                                \\
             }                                                                                    \\
-            T bo[RB];                                                                            \\
-            IT ao[RB];                                                                           \\
-            memcpy(bo, best, sizeof(bo));                                                        \\
-            memcpy(ao, arg, sizeof(ao));                                                         \\
-            for (Py_ssize_t b = 0; b < nb; b++) {                                                \\
-                labels[i0 + b] = (int)ao[b];                                                     \\
-                bad += !(bo[b] - bo[b] == 0); /* NaN or infinity */                              \\
-            }                                                                                    \\
-            if (mindist != NULL)                                                                 \\
-                for (Py_ssize_t b = 0; b < nb; b++) mindist[i0 + b] = bo[b];                     \\
+            FASTFC_BLOCK_STORE(T, IT, RB, best, arg, i0, nb, labels, mindist, bad);              \\
         }                                                                                        \\
         return bad;                                                                              \\
     }
@@ -663,6 +664,146 @@ cdef extern from *:
                         fastfc_transpose_f64)
     FASTFC_ROUND_SCREEN(fastfc_round_screen_f32, fastfc_screen_core_f32, fastfc_sqn_lanes_f32, float, fastfc_v16f, fastfc_v16i, int, 16,
                         fastfc_transpose_f32)
+    /* The two-feature screen (unweighted d = 2, labels only, AVX-512 + FMA CPUs; FASTFC_DIRECT_D2's
+       8 vector operations per prototype and lane of rows are 16 rows in float32 but only 8 in float64):
+       per block of 64 rows, in float32 lanes of 16 rows (float64 rows rounded to float32),
+       s_c = fma(x_1, -2 c_1, fma(x_0, -2 c_0, ||c||^2)) approximates T_c = ||c||^2 - 2 x.c, and
+       ||x - c||^2 = ||x||^2 + T_c. The prototype's index is packed into the B = ceil(log2 k) low bits
+       of s_c's float32 representation (one bitwise select), so one min gives the smallest packed value
+       and its prototype, and min(second, max(smallest, s)) the second smallest: 2 FMAs + 4 operations
+       per prototype and 16 rows. Error bound, with Q = (||x|| + max ||c||)^2 <= 2 (||x||^2 + max ||c||^2),
+       u = 2^-24: |packed s_c - T_c| <= E = (24 + 2^(B+1)) u Q (the roundings of x, c, ||c||^2 to float32
+       and of the two FMAs, the packing: fewer than 2^B units in the last place, the comparison's own
+       sum) plus an absolute underflow term below 2^-100; the exact distance (the plain loop's, in the rows'
+       dtype with unit roundoff u_in) errs by F <= 4.01 u_in Q. When second - smallest > 2 E + 2 F
+       (computed as cf (||x||^2 + max ||c||^2) + 2^-100, cf = 4 (1.001) (E + F) / Q), every other
+       prototype's true distance exceeds the smallest's by more than 2 F, so its exact distance is
+       strictly larger: the packed prototype is the exact loop's label, alone (no tie). Rows not decided
+       (close calls, NaN or infinity, ||x||^2 + max ||c||^2 not below FLT_MAX / 64) take the plain
+       per-row loop (FASTFC_EXACT_ROW), the block tail and problems with k < 2, k > KMAX or prototypes
+       beyond float32's range the exact two-feature loop; nothing a label depends on is approximate.
+       KMAX = 64 (float64 rows), 32 (float32): the screen's 6 operations per prototype and 16 rows run at
+       about 1.5 a cycle against the exact loop's 2, and more packed bits widen the bound (more close calls
+       left to the plain loop): thread CPU ms at 200000 rows, exact / screen, float64 k = 64 2.36 / 1.24,
+       96 3.50 / 2.72, 128 4.56 / 4.23, 256 8.97 / 15.6; float32 k = 15 0.33 / 0.28, 32 0.62 / 0.58,
+       40 0.78 / 0.82, 64 1.20 / 1.45 (one-off run, load ~5). */
+    #ifndef FASTFC_SD2PF
+    #define FASTFC_SD2PF 4
+    #endif
+    /* 16 rows of a float64 block as float32 lanes: x_0 and x_1 of rows 0..15 */
+    static inline __attribute__((always_inline, target("avx512f"))) void fastfc_sd2_load_f64(
+            const double* x, __m512* x0, __m512* x1) {
+        const __m512i ev = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+        const __m512i od = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+        __m512d a = _mm512_loadu_pd(x), b = _mm512_loadu_pd(x + 8);
+        __m512d c = _mm512_loadu_pd(x + 16), d = _mm512_loadu_pd(x + 24);
+        __m256 e0 = _mm512_cvtpd_ps(_mm512_permutex2var_pd(a, ev, b));
+        __m256 e1 = _mm512_cvtpd_ps(_mm512_permutex2var_pd(c, ev, d));
+        __m256 o0 = _mm512_cvtpd_ps(_mm512_permutex2var_pd(a, od, b));
+        __m256 o1 = _mm512_cvtpd_ps(_mm512_permutex2var_pd(c, od, d));
+        *x0 = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(e0)),
+                                                  _mm256_castps_pd(e1), 1));
+        *x1 = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(o0)),
+                                                  _mm256_castps_pd(o1), 1));
+    }
+    static inline __attribute__((always_inline, target("avx512f"))) void fastfc_sd2_load_f32(
+            const float* x, __m512* x0, __m512* x1) {
+        const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        *x0 = _mm512_permutex2var_ps(a, ev, b);
+        *x1 = _mm512_permutex2var_ps(a, od, b);
+    }
+    #define FASTFC_SCREEN_D2(NAME, T, DIRECT, ROW, LOAD, UIN, KMAX)                                          \\
+    FASTFC_AVX512_FMA static Py_ssize_t NAME(const T* X, Py_ssize_t m, Py_ssize_t k, const T* CT,  \\
+                                             int* labels) {                                          \\
+        enum { SB = 64, NS = 4 };                                                                \\
+        float A[KMAX], B[KMAX], E[KMAX];                                                            \\
+        int I[256];  /* the indices, broadcast from memory (a load, not a shuffle port) */       \\
+        double cmax2 = 0;                                                                        \\
+        if (k < 2 || k > KMAX) return DIRECT(X, m, 2, k, CT, CT, 0, NULL, labels, NULL);                              \\
+        for (Py_ssize_t c = 0; c < k; c++) {                                                     \\
+            double c0 = (double)CT[c], c1 = (double)CT[k + c];                                   \\
+            double e = c0 * c0 + c1 * c1;                                                        \\
+            if (!(e <= (double)FLT_MAX / 256)) return DIRECT(X, m, 2, k, CT, CT, 0, NULL, labels, NULL);             \\
+            A[c] = -2.0f * (float)c0;                                                            \\
+            B[c] = -2.0f * (float)c1;                                                            \\
+            E[c] = (float)e;                                                                     \\
+            I[c] = (int)c;                                                                       \\
+            if (e > cmax2) cmax2 = e;                                                            \\
+        }                                                                                        \\
+        int bits = 0;                                                                            \\
+        while (((Py_ssize_t)1 << bits) < k) bits++;                                              \\
+        const double u = ldexp(1.0, -24);                                                        \\
+        const double erel = (24.0 + 2.0 * (double)(1 << bits)) * u;                              \\
+        const double frel = 4.01 * (UIN);                                                        \\
+        const __m512 cf = _mm512_set1_ps((float)(4.0 * 1.001 * (erel + frel)));                  \\
+        const __m512 cm2 = _mm512_set1_ps((float)(cmax2 * (1.0 + 1e-6)));                        \\
+        const __m512 tn = _mm512_set1_ps(ldexpf(1.0f, -100));                                    \\
+        const __m512 big = _mm512_set1_ps(FLT_MAX / 64);                                         \\
+        const __m512i low = _mm512_set1_epi32((1 << bits) - 1);                                  \\
+        Py_ssize_t bad = 0;                                                                      \\
+        Py_ssize_t i0 = 0;                                                                       \\
+        for (; i0 + SB <= m; i0 += SB) {                                                         \\
+            if (i0 + (FASTFC_SD2PF + 1) * SB <= m) {                                             \\
+                const char* pf = (const char*)(X + 2 * (i0 + FASTFC_SD2PF * SB));                \\
+                for (Py_ssize_t o = 0; o < (Py_ssize_t)(2 * SB * sizeof(T)); o += 64)            \\
+                    __builtin_prefetch(pf + o);                                                  \\
+                /* and the labels they will take, for writing */                                \\
+                const char* pl = (const char*)(labels + i0 + FASTFC_SD2PF * SB);                 \\
+                for (Py_ssize_t o = 0; o < (Py_ssize_t)(SB * sizeof(int)); o += 64)              \\
+                    __builtin_prefetch(pl + o, 1);                                               \\
+            }                                                                                    \\
+            __m512 x0[NS], x1[NS], m1[NS], m2[NS];                                               \\
+            for (int v = 0; v < NS; v++) LOAD(X + 2 * (i0 + 16 * v), &x0[v], &x1[v]);            \\
+            {                                                                                    \\
+                const __m512 a = _mm512_set1_ps(A[0]), b = _mm512_set1_ps(B[0]);                 \\
+                const __m512 e = _mm512_set1_ps(E[0]);                                           \\
+                for (int v = 0; v < NS; v++) {                                                   \\
+                    __m512 s = _mm512_fmadd_ps(x1[v], b, _mm512_fmadd_ps(x0[v], a, e));          \\
+                    /* (s & ~low) | 0: the index 0 packed */                                     \\
+                    m1[v] = _mm512_castsi512_ps(_mm512_andnot_si512(low, _mm512_castps_si512(s))); \\
+                    m2[v] = _mm512_set1_ps(INFINITY);                                            \\
+                }                                                                                \\
+            }                                                                                    \\
+            for (Py_ssize_t c = 1; c < k; c++) {                                                 \\
+                const __m512 a = _mm512_set1_ps(A[c]), b = _mm512_set1_ps(B[c]);                 \\
+                const __m512 e = _mm512_set1_ps(E[c]);                                           \\
+                const __m512i cv = _mm512_set1_epi32(I[c]);                                      \\
+                for (int v = 0; v < NS; v++) {                                                   \\
+                    __m512 s = _mm512_fmadd_ps(x1[v], b, _mm512_fmadd_ps(x0[v], a, e));          \\
+                    /* (s & ~low) | c: imm 0xBA is (A & ~B) | C of (A, B, C) = (s, low, cv) */   \\
+                    __m512 p = _mm512_castsi512_ps(                                              \\
+                        _mm512_ternarylogic_epi32(_mm512_castps_si512(s), low, cv, 0xBA));       \\
+                    m2[v] = _mm512_min_ps(m2[v], _mm512_max_ps(m1[v], p));                       \\
+                    m1[v] = _mm512_min_ps(m1[v], p);                                             \\
+                }                                                                                \\
+            }                                                                                    \\
+            for (int v = 0; v < NS; v++) {                                                       \\
+                __m512 q = _mm512_fmadd_ps(x0[v], x0[v], _mm512_fmadd_ps(x1[v], x1[v], cm2));    \\
+                __m512 slack = _mm512_fmadd_ps(cf, q, tn);                                       \\
+                __mmask16 dec = _mm512_cmp_ps_mask(q, big, _CMP_LT_OQ)                           \\
+                                & _mm512_cmp_ps_mask(m2[v], _mm512_add_ps(m1[v], slack), _CMP_GT_OQ); \\
+                _mm512_storeu_si512((void*)(labels + i0 + 16 * v),                               \\
+                                    _mm512_and_si512(_mm512_castps_si512(m1[v]), low));          \\
+                if (dec != 0xFFFF) {                                                             \\
+                    for (int b = 0; b < 16; b++)                                                 \\
+                        if (!((dec >> b) & 1)) {                                                 \\
+                            T best;                                                              \\
+                            Py_ssize_t r = i0 + 16 * v + b;                                      \\
+                            labels[r] = ROW(X + 2 * r, 2, k, CT, &best);                         \\
+                            bad += !(best - best == 0);                                          \\
+                        }                                                                        \\
+                }                                                                                \\
+            }                                                                                    \\
+        }                                                                                        \\
+        if (i0 < m) bad += DIRECT(X + 2 * i0, m - i0, 2, k, CT, CT, 0, NULL, labels + i0, NULL);                     \\
+        return bad;                                                                              \\
+    }
+    FASTFC_SCREEN_D2(fastfc_screen_d2_f64, double, fastfc_direct_f64, fastfc_exact_row_f64,
+                     fastfc_sd2_load_f64, ldexp(1.0, -53), 64)
+    FASTFC_SCREEN_D2(fastfc_screen_d2_f32, float, fastfc_direct_f32, fastfc_exact_row_f32,
+                     fastfc_sd2_load_f32, ldexp(1.0, -24), 32)
     """
     Py_ssize_t fastfc_direct_scratch(Py_ssize_t d) noexcept nogil
     int fastfc_has_avx512_fma() noexcept nogil
@@ -677,6 +818,10 @@ cdef extern from *:
                                 int* arg, const double* w, int weighted, const double* mu,
                                 double* sq) noexcept nogil
     Py_ssize_t fastfc_screen_scratch(Py_ssize_t d, Py_ssize_t k) noexcept nogil
+    Py_ssize_t fastfc_screen_d2_f64(const double* X, Py_ssize_t m, Py_ssize_t k, const double* CT,
+                                    int* labels) noexcept nogil
+    Py_ssize_t fastfc_screen_d2_f32(const float* X, Py_ssize_t m, Py_ssize_t k, const float* CT,
+                                    int* labels) noexcept nogil
     Py_ssize_t fastfc_screen_f64(const double* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const double* CT,
                                  void* scratch, int* labels, double* mindist) noexcept nogil
     Py_ssize_t fastfc_screen_f32(const float* X, Py_ssize_t m, Py_ssize_t d, Py_ssize_t k, const float* CT,
@@ -731,7 +876,16 @@ cdef inline Py_ssize_t _nearest_screen(
     floating* mindist,
 ) noexcept nogil:
     """:func:`_nearest_direct` (unweighted) through the FMA screen (``FASTFC_SCREEN``): the same
-    labels, distances and count; ``scratch``: ``fastfc_screen_scratch(d, k)`` bytes."""
+    labels, distances and count; ``scratch``: ``fastfc_screen_scratch(d, k)`` bytes. Two features
+    take the two-feature screen (``FASTFC_SCREEN_D2``) when only labels are asked for, else the exact
+    two-feature loop (the general screen costs more than that loop at d = 2)."""
+    if d == 2:
+        if mindist == NULL and fastfc_has_avx512_fma():
+            if floating is double:
+                return fastfc_screen_d2_f64(X, m, k, CT, labels)
+            else:
+                return fastfc_screen_d2_f32(X, m, k, CT, labels)
+        return _nearest_direct(X, m, d, k, CT, CT, False, scratch, labels, mindist)
     if floating is double:
         return fastfc_screen_f64(X, m, d, k, CT, scratch, labels, mindist)
     else:
