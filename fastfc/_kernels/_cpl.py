@@ -593,7 +593,24 @@ def _live_dists_t(X, i, CT, MwT, n_live, acc, out):
 def _live_partial_t(X, i, CT, MwT, n_live, q, out):
     """``out[t]`` = a sum of the first ``q`` terms ``MwT[z, t] * (X[i, z] - CT[z, t])**2``
     (``z < q``), ``t < n_live``: with terms >= 0, a lower bound of the full distance up to
-    rounding (the caller widens it by a relative 1e-12)."""
+    rounding (the caller widens it by a relative 1e-12).
+
+    ``q == 4`` (the pass's ``q_part`` for d >= 4): one loop over the candidates with the four
+    terms in registers, added in the same order (the same bits); the loop per feature reads and
+    writes ``out`` four times (a 10^4 x 10 client's passes: 3.73 -> 3.49 s CPU over 36 fits,
+    with the branch-free survivor list of :func:`_cpl_pass_one`)."""
+    if q == 4:
+        x0 = X[i, 0]
+        x1 = X[i, 1]
+        x2 = X[i, 2]
+        x3 = X[i, 3]
+        for t in range(n_live):
+            e0 = x0 - CT[0, t]
+            e1 = x1 - CT[1, t]
+            e2 = x2 - CT[2, t]
+            e3 = x3 - CT[3, t]
+            out[t] = ((MwT[0, t] * (e0 * e0) + MwT[1, t] * (e1 * e1)) + MwT[2, t] * (e2 * e2)) + MwT[3, t] * (e3 * e3)
+        return
     xz = X[i, 0]
     for t in range(n_live):
         e = xz - CT[0, t]
@@ -1831,11 +1848,12 @@ def _cpl_pass_one(X, S, C, cnt, Mw, theta, logw, wins, wins_sum, y, live, live_i
                 n_c += 1
             cut = _cut_below(lo2)
             _live_partial_t(X, i, CT, MwT, n_live, q_part, dist_p)
+            # (branch free: which candidates survive is hard to predict, and a mispredicted
+            # branch per candidate cost more than the bounds themselves)
             n_s = 0
             for t in range(n_live):
-                if not BU[t] - 0.5 * (dist_p[t] * (1.0 - 1e-12)) < cut:
-                    surv[n_s] = t
-                    n_s += 1
+                surv[n_s] = t
+                n_s += 0 if BU[t] - 0.5 * (dist_p[t] * (1.0 - 1e-12)) < cut else 1
             # many survivors (early passes: many candidates near the row): all distances at
             # once, vectorised, is cheaper than one at a time (the same bits either way)
             many = 3 * n_s > n_live
