@@ -275,6 +275,13 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[n
         ``bandwidth * std``; a feature whose std is 0 (or not a normal float) gets scale 1,
         so it stays constant (0) after the shift.
     """
+    return standardize_rows_std(X, bandwidth, n_jobs)[:3]
+
+
+def standardize_rows_std(X: np.ndarray, bandwidth: float = 1.0,
+                         n_jobs=1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`standardize_rows` and the per-feature population standard deviation it used: ``X.std(axis=0)``
+    (a small ``X``) or the square root of :func:`col_moments`'s variance (a large one), unclipped."""
     X = np.asarray(X, dtype=np.float64)
     large = X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS
     if large:
@@ -287,10 +294,10 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[n
     ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
     scale = np.where(ok, bandwidth * np.where(ok, std, 1.0), 1.0)
     if large:
-        return shift_scale_threads(X, mean, scale, n_jobs), mean, scale
+        return shift_scale_threads(X, mean, scale, n_jobs), mean, scale, std
     Z = X - mean
     Z /= scale  # in place: the same values as (X - mean) / scale, one temporary
-    return np.ascontiguousarray(Z), mean, scale
+    return np.ascontiguousarray(Z), mean, scale, std
 
 
 def local_scaler(X: np.ndarray, n_jobs=1) -> tuple[FeatureScaler, np.ndarray]:

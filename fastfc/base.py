@@ -765,7 +765,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         once per fit), as in scikit-learn; a ``Generator`` is rejected.
         """
         self._validate_params()
-        X = check_client_data(X, estimator=self, reset=True)
+        X = check_client_data(X, estimator=self, reset=True, n_jobs=self.n_jobs)
         groups, ids = split_by_client_ids(X.shape[0], client_ids)
         # each client's rows are gathered only while a phase uses them (views for contiguous clients)
         self._fit_clients_validated(ClientRows(X, groups))

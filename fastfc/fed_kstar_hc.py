@@ -1962,7 +1962,15 @@ class FedKStarHC(BaseFederatedClusterer):
         else:
             k_budget = min(int(self.n_micro), n)
         # robust: partition in locally standardised units, so that no feature's unit dominates
-        Xp = _units.standardize_rows(X, n_jobs=n_threads)[0] if robust else X
+        local_std = None
+        if robust:
+            Xp, _, _, std = _units.standardize_rows_std(X, n_jobs=n_threads)
+            if X.size < _units.SPLIT_MIN_ELEMENTS or d >= 4:
+                # the standard deviation the assignment phase uses for rows set aside (the same bits: see
+                # _assign), kept instead of another pass over the rows there (issue 15)
+                local_std = std
+        else:
+            Xp = X
         if n < 3:
             labels = np.zeros(n, dtype=np.int64)
         elif self.micro == "snp" or (self.micro == "auto" and n <= SNP_MAX_ROWS):
@@ -1986,7 +1994,7 @@ class FedKStarHC(BaseFederatedClusterer):
         sub_counts = counts.copy() if m is None else np.minimum(counts, m)
         summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs,
                                     sub_counts=sub_counts, n_features=d)
-        return summary, {"labels": labels}
+        return summary, {"labels": labels} if local_std is None else {"labels": labels, "local_std": local_std}
 
     def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator, n_threads: int):
         d = int(summaries[0].n_features)
@@ -2160,7 +2168,11 @@ class FedKStarHC(BaseFederatedClusterer):
         if aside.any():
             # rows set aside by the size rule: nearest global centre in locally standardised units
             X64 = np.ascontiguousarray(X, dtype=np.float64)
-            if X64.size >= _units.SPLIT_MIN_ELEMENTS and X64.shape[1] >= 4:
+            kept = state.values.get("local_std")
+            if kept is not None and np.shape(kept) == (X64.shape[1],):
+                # the robust summary phase's standard deviation of these rows (computed as below)
+                sd = np.array(kept, dtype=np.float64)
+            elif X64.size >= _units.SPLIT_MIN_ELEMENTS and X64.shape[1] >= 4:
                 # X.std(axis=0)'s bits by the compiled column pass (one pass, no (n, d) temporary: 5x faster)
                 sd = np.sqrt(_units.col_moments(X64)[1])
             else:

@@ -199,3 +199,42 @@ def test_identical_rows_form_one_cluster(make, request):
         warnings.simplefilter("ignore")
         est = make().set_params(n_clusters=2).fit_clients([np.ones((30, 3)), np.ones((20, 3))])
     assert np.unique(est.labels_).size == 1, np.unique(est.labels_, return_counts=True)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.parametrize("where", [0, -1])
+def test_non_finite_rejected_in_either_half_of_a_large_array(where, n_jobs):
+    """fit(X) checks a large C-contiguous array's finiteness in two row halves (on two threads with
+    n_jobs=2, issue 15): a NaN or an infinity in either half is still found and reported."""
+    from fastfc import KFed
+    from fastfc._validation import FINITE_SPLIT_MIN
+
+    X = np.random.default_rng(0).normal(size=(FINITE_SPLIT_MIN // 4 + 10, 4))
+    for bad, match in [(np.nan, "NaN"), (np.inf, "infinity")]:
+        Y = X.copy()
+        Y[where, 1] = bad
+        with pytest.raises(ValueError, match=match):
+            KFed(n_clusters=3, random_state=0, n_jobs=n_jobs).fit(Y)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_fast_validation_keeps_scikit_learn_feature_bookkeeping():
+    """A finite C-contiguous float array skips check_array in fit (no second sum over X): fit still
+    returns the caller's array unchanged, sets n_features_in_, drops a stale feature_names_in_, and
+    predict still rejects another feature count; a finite array whose sum overflows is accepted."""
+    from fastfc import KFed
+    from fastfc._validation import check_client_data
+
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    est = KFed(n_clusters=2, random_state=0)
+    assert check_client_data(X, estimator=est, reset=True, n_jobs=2) is X
+    est.feature_names_in_ = np.array(["a", "b", "c"], dtype=object)
+    est.fit(X)
+    assert est.n_features_in_ == 3 and not hasattr(est, "feature_names_in_")
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :2])
+    big = np.full((10, 2), 1e308)
+    big[5:] = -1e308
+    big[0, 0] = 1.7e308  # the sum overflows to inf; every value is finite
+    assert check_client_data(big) is big
+    assert check_client_data(big, estimator=KFed(n_clusters=2), n_jobs=2) is big

@@ -881,3 +881,51 @@ def test_reused_rows_buffer_same_results_as_new_arrays(monkeypatch, estimator, n
             np.testing.assert_array_equal(x, y)
         for arr in b:
             assert not np.shares_memory(arr, buf)
+
+
+def test_helping_pair_runs_each_function_once_in_either_thread():
+    """FeCA's whole-client normality test offers half of each Anderson-Darling statistic's passes to
+    the calling thread once its k-means is done (issue 15, feca._Helping). Every function runs exactly
+    once and pair() returns both results in order: run by the posting thread when nobody serves, by
+    the serving thread when it takes the posted one (forced here), and an error raised in the serving
+    thread reaches the poster. The statistic's decision is the same with and without help."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastfc.feca import _ad_normal, _Helping
+
+    alone = _Helping()
+    ran = []
+    assert alone.pair(lambda: ran.append("f") or 1, lambda: ran.append(threading.get_ident()) or 2) == (1, 2)
+    assert ran == ["f", threading.get_ident()]
+
+    main = threading.get_ident()
+    with ThreadPoolExecutor(1) as pool:
+        for fails in (False, True):
+            h = _Helping()
+            taken = threading.Event()
+
+            def g():
+                taken.set()
+                if fails:
+                    raise KeyError("in the serving thread")
+                return threading.get_ident()
+
+            def f():
+                assert taken.wait(10)  # returns only once the serving thread has taken g
+                return "f"
+
+            fut = pool.submit(h.pair, f, g)
+            h.serve(fut)
+            if fails:
+                with pytest.raises(KeyError, match="serving thread"):
+                    fut.result()
+            else:
+                assert fut.result() == ("f", main)
+        # a normal and a non-normal sample: the same decision with the help as without
+        rng = np.random.default_rng(0)
+        for x in (rng.normal(size=20000), rng.exponential(size=20000) - 1.0):
+            h = _Helping()
+            fut = pool.submit(_ad_normal, x, h)
+            h.serve(fut)
+            assert fut.result() == _ad_normal(x)
