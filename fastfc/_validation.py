@@ -46,7 +46,8 @@ def check_client_data(
             "use fit_clients(X_clients), or stack the rows and pass fit(X, client_ids=...)"
         )
     arr = np.asarray(X) if not hasattr(X, "dtype") else X
-    if hasattr(arr, "dtype") and arr.dtype.kind in "OUSV" and arr.dtype != object:
+    if hasattr(arr, "dtype") and arr.dtype.kind in "OUSVmM" and arr.dtype != object:
+        # datetime64/timedelta64 would otherwise become their raw integer counts (units since the epoch)
         raise TypeError(f"{name} has non-numeric dtype {arr.dtype}; expected real numbers")
     kwargs = dict(dtype=list(dtype), order="C", ensure_all_finite=True, ensure_2d=True, ensure_min_samples=min_samples)
     try:

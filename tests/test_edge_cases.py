@@ -62,7 +62,10 @@ def test_too_many_clusters_for_the_samples(make):
     (np.array([["a", "b"], ["c", "d"], ["e", "f"]]), "non-numeric dtype <U1"),
     (np.array([[1.0, "a"], [2.0, "b"], [3.0, "c"]], dtype=object), "non-numeric values"),
     (np.ones((3, 2)) * (1 + 1j), "Complex data not supported"),
-], ids=["strings", "object", "complex"])
+    # dates and durations are not coordinates: they used to be clustered silently as their raw integer counts
+    (np.arange(6).astype("datetime64[s]").reshape(3, 2), "non-numeric dtype datetime64"),
+    (np.arange(6).astype("timedelta64[D]").reshape(3, 2), "non-numeric dtype timedelta64"),
+], ids=["strings", "object", "complex", "datetime", "timedelta"])
 def test_non_numeric_rejected(make, X, match):
     with pytest.raises((TypeError, ValueError), match=match):
         make().fit(X)
