@@ -202,3 +202,19 @@ def test_identical_rows_form_one_cluster(make, request):
         warnings.simplefilter("ignore")
         est = make().set_params(n_clusters=2).fit_clients([np.ones((30, 3)), np.ones((20, 3))])
     assert np.unique(est.labels_).size == 1, np.unique(est.labels_, return_counts=True)
+
+
+def test_predict_matches_labels_in_the_fit_units(make):
+    """predict measures distances in the units the fit used: on the training rows of well-separated
+    clusters whose features differ in scale by 10^18 it returns labels_. (FedHIRE, GOLD and Fed-k*-HC
+    merged in standardised units but predicted in raw ones: the 10^9-scaled noise feature decided,
+    ARI ~0 against labels_ of ARI 1.)"""
+    rng = np.random.default_rng(7)
+    y = np.repeat(np.arange(3), 60)
+    centres = np.array([[30.0, 0, 0, 0], [0, 30, 0, 0], [0, 0, 30, 0]])
+    X = (centres[y] + rng.normal(size=(180, 4))) * np.array([1e-9, 1e-3, 1e3, 1e9])
+    est = make().fit(X, client_ids=np.arange(180) % 3)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
