@@ -22,6 +22,11 @@ __all__ = [
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
+#: the largest magnitude accepted in the data: squared distances, variances and sums of squares over
+#: many rows are computed in float64 (max ~1.8e308), so values beyond ~1e154 overflow to inf even in a
+#: single square; 1e150 leaves room for 10^8 summed squares. float32 data (max ~3.4e38) never reaches it
+MAX_ABS_VALUE = 1e150
+
 
 def check_client_data(
     X, *, name: str = "X", dtype=_FLOAT_DTYPES, min_samples: int = 1, estimator=None, reset: bool = True
@@ -33,9 +38,9 @@ def check_client_data(
     conversion is needed; kernels never write to their inputs).
     """
     if estimator is None and type(X) is np.ndarray and X.ndim == 2 and X.dtype in dtype and X.flags.c_contiguous \
-            and X.shape[0] >= max(min_samples, 1) and X.shape[1] >= 1 and np.isfinite(X.sum()):
-        # already what check_array would return unchanged (itself: no copy); the finite sum proves every
-        # value finite. Anything else (including a sum that overflows) takes the full path and its messages
+            and X.shape[0] >= max(min_samples, 1) and X.shape[1] >= 1 and _small_finite(X):
+        # already what check_array would return unchanged (itself: no copy); a finite max and min within
+        # MAX_ABS_VALUE prove every value finite and in range. Anything else takes the full path and its messages
         return X
     if X is None:
         raise ValueError(f"{name} is None; expected a 2-D array of shape (n_samples, n_features)")
@@ -62,7 +67,21 @@ def check_client_data(
         raise
     if out.shape[1] == 0:
         raise ValueError(f"{name} has 0 features; at least one is required")
+    if out.dtype == np.float64 and out.size and not _small_finite(out):
+        peak = max(float(out.max()), -float(out.min()))
+        raise ValueError(
+            f"{name} has values of magnitude up to {peak:.3g}; fastfc computes squared distances and variances "
+            f"in float64, which overflow for values beyond about {MAX_ABS_VALUE:.0e}: rescale the data "
+            f"(e.g. divide it by 1e{int(np.floor(np.log10(peak)))})"
+        )
     return out
+
+
+def _small_finite(X: np.ndarray) -> bool:
+    """Every value finite and of magnitude at most :data:`MAX_ABS_VALUE` (two passes, no temporary;
+    NaN propagates through max and min)."""
+    hi, lo = X.max(), X.min()
+    return bool(np.isfinite(hi) and np.isfinite(lo) and hi <= MAX_ABS_VALUE and lo >= -MAX_ABS_VALUE)
 
 
 def _reject_sparse(X, name: str) -> None:

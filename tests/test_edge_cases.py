@@ -29,6 +29,22 @@ def test_non_finite_rejected(make, bad, match):
         make().fit(np.concatenate(Xs))
 
 
+def test_overflowing_magnitudes_rejected(make):
+    """float64 values beyond ~1e150 make squared distances and variances overflow: one clear error naming
+    the magnitude (was a MessageError 'contains NaN or inf' from inside a phase, or, for FedHIRE/GOLD, a
+    silent ARI-0 fit), from fit, fit_clients and predict; 1e148 is still fitted."""
+    Xs = _clients(np.random.default_rng(0))
+    big = [x * 1e300 for x in Xs]
+    with pytest.raises(ValueError, match=r"magnitude up to .*e\+30\d.*rescale"):
+        make().fit_clients(big)
+    with pytest.raises(ValueError, match=r"magnitude up to .*e\+30\d.*rescale"):
+        make().fit(np.concatenate(big))
+    est = make().fit_clients([x * 1e148 for x in Xs])
+    assert np.isfinite(est.cluster_centers_).all()
+    with pytest.raises(ValueError, match="magnitude"):
+        est.predict(big[0])
+
+
 def test_one_dimensional_rejected(make):
     with pytest.raises(ValueError, match="2D array"):
         make().fit(np.arange(10.0))
