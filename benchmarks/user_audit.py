@@ -175,7 +175,7 @@ def make_cases(rng_seed: int = 0) -> list[Case]:
     cl = y10 // 2  # client c holds clusters 2c and 2c+1
     cases.append(Case("2 of 10 per client", X10, cl, y10, 10, "5 clients, each sees 2 of the 10 clusters"))
     cases.append(Case("float32 1e30", (X * 1e30).astype(np.float32), ids, y, 3, "float32, |x| up to ~1e32"))
-    cases.append(Case("float64 1e300", X * 1e300, ids, y, 3, "float64, |x| up to ~1e302"))
+    cases.append(Case("float64 1e140", X * 1e140, ids, y, 3, "float64, |x| up to ~1e142"))
     cases.append(Case("float32 1e-30", (X * 1e-30).astype(np.float32), ids, y, 3, "float32, tiny values"))
     # bad input: the error should name the problem
     Xn = X.copy()
@@ -195,6 +195,8 @@ def make_cases(rng_seed: int = 0) -> list[Case]:
                       bad=True, expect="dtype"))
     cases.append(Case("None entries", [[1.0, None]] * 10, np.arange(10) % 2, None, 2, bad=True,
                       expect="NaN"))
+    cases.append(Case("float64 1e300", X * 1e300, ids, None, 3, "float64, |x| up to ~1e302 (squares overflow)",
+                      bad=True, expect="magnitude"))
     cases.append(Case("ids NaN", X, np.where(ids == 0, np.nan, ids), None, 3, bad=True, expect="NaN",
                       hows=("fit",)))
     cases.append(Case("ids 2-D", X, ids[:, None], None, 3, bad=True, expect="client_ids", hows=("fit",)))

@@ -80,7 +80,7 @@ def check_client_data(
 def _small_finite(X: np.ndarray) -> bool:
     """Every value finite and of magnitude at most :data:`MAX_ABS_VALUE` (two passes, no temporary;
     NaN propagates through max and min)."""
-    hi, lo = X.max(), X.min()
+    hi, lo = float(X.max()), float(X.min())  # Python floats: comparing a float32 with 1e150 would cast 1e150 down
     return bool(np.isfinite(hi) and np.isfinite(lo) and hi <= MAX_ABS_VALUE and lo >= -MAX_ABS_VALUE)
 
 

@@ -45,6 +45,19 @@ def test_overflowing_magnitudes_rejected(make):
         est.predict(big[0])
 
 
+def test_float32_input_fits_without_warnings(make):
+    """float32 data is validated and fitted without any warning (the magnitude check once compared a
+    float32 maximum with 1e150, and NumPy warned 'overflow encountered in cast' on every float32 fit)."""
+    import warnings
+
+    Xs = [x.astype(np.float32) for x in _clients(np.random.default_rng(0))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = make().fit_clients(Xs)
+        est.fit(np.concatenate(Xs), client_ids=np.repeat(np.arange(3), [len(x) for x in Xs]))
+        est.predict(Xs[0])
+
+
 def test_one_dimensional_rejected(make):
     with pytest.raises(ValueError, match="2D array"):
         make().fit(np.arange(10.0))
