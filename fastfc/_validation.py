@@ -22,21 +22,15 @@ __all__ = [
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
+#: the largest magnitude accepted in the data: squared distances, variances and sums of squares over
+#: many rows are computed in float64 (max ~1.8e308), so values beyond ~1e154 overflow to inf even in a
+#: single square; 1e150 leaves room for 10^8 summed squares. float32 data (max ~3.4e38) never reaches it
+MAX_ABS_VALUE = 1e150
 
-#: arrays of at least this many values have their finite sum taken in two row halves (threaded when
-#: ``n_jobs`` allows): each half a NumPy reduction that releases the GIL
+
+#: arrays of at least this many values have their extremes taken in two row halves (threaded when
+#: ``n_jobs`` allows): each half NumPy reductions that release the GIL
 FINITE_SPLIT_MIN = 1 << 18
-
-
-def _finite_sum(X: np.ndarray, n_jobs) -> bool:
-    """Whether ``X``'s sum is finite (which proves every value finite), two row halves on up to two
-    threads for a large ``X`` (the sums of the halves, each finite, prove the same). ``False`` also when
-    a sum overflows: the caller then takes the full check."""
-    if n_jobs is None or n_jobs == 1 or X.size < FINITE_SPLIT_MIN or X.shape[0] < 2:
-        return bool(np.isfinite(X.sum()))
-    from ._units import _row_halves, _run_parts
-
-    return all(np.isfinite(s) for s in _run_parts(lambda sl: X[sl].sum(), _row_halves(X.shape[0]), n_jobs))
 
 
 def check_client_data(
@@ -51,9 +45,9 @@ def check_client_data(
     finiteness check of a large array already in that form (the result does not depend on it).
     """
     if type(X) is np.ndarray and X.ndim == 2 and X.dtype in dtype and X.flags.c_contiguous \
-            and X.shape[0] >= max(min_samples, 1) and X.shape[1] >= 1 and _finite_sum(X, n_jobs):
-        # already what check_array would return unchanged (itself: no copy); the finite sum proves every
-        # value finite. Anything else (including a sum that overflows) takes the full path and its messages.
+            and X.shape[0] >= max(min_samples, 1) and X.shape[1] >= 1 and _small_finite(X, n_jobs):
+        # already what check_array would return unchanged (itself: no copy); a finite max and min within
+        # MAX_ABS_VALUE prove every value finite and in range. Anything else takes the full path and its messages.
         # With an estimator, scikit-learn's feature-count and feature-name bookkeeping without check_array
         # (which would sum X again, on one thread: 40 ms at 10^6 x 50; issue 15)
         if estimator is not None:
@@ -68,7 +62,8 @@ def check_client_data(
             "use fit_clients(X_clients), or stack the rows and pass fit(X, client_ids=...)"
         )
     arr = np.asarray(X) if not hasattr(X, "dtype") else X
-    if hasattr(arr, "dtype") and arr.dtype.kind in "OUSV" and arr.dtype != object:
+    if hasattr(arr, "dtype") and arr.dtype.kind in "OUSVmM" and arr.dtype != object:
+        # datetime64/timedelta64 would otherwise become their raw integer counts (units since the epoch)
         raise TypeError(f"{name} has non-numeric dtype {arr.dtype}; expected real numbers")
     kwargs = dict(dtype=list(dtype), order="C", ensure_all_finite=True, ensure_2d=True, ensure_min_samples=min_samples)
     try:
@@ -83,7 +78,28 @@ def check_client_data(
         raise
     if out.shape[1] == 0:
         raise ValueError(f"{name} has 0 features; at least one is required")
+    if out.dtype == np.float64 and out.size and not _small_finite(out):
+        peak = max(float(out.max()), -float(out.min()))
+        raise ValueError(
+            f"{name} has values of magnitude up to {peak:.3g}; fastfc computes squared distances and variances "
+            f"in float64, which overflow for values beyond about {MAX_ABS_VALUE:.0e}: rescale the data "
+            f"(e.g. divide it by 1e{int(np.floor(np.log10(peak)))})"
+        )
     return out
+
+
+def _small_finite(X: np.ndarray, n_jobs=1) -> bool:
+    """Every value finite and of magnitude at most :data:`MAX_ABS_VALUE` (max and min, no temporary;
+    NaN propagates through both), in two row halves on up to two threads for a large ``X``."""
+    def extremes(part):
+        hi, lo = float(part.max()), float(part.min())  # Python floats: a float32 compared with 1e150 would cast it down
+        return bool(np.isfinite(hi) and np.isfinite(lo) and hi <= MAX_ABS_VALUE and lo >= -MAX_ABS_VALUE)
+
+    if n_jobs is None or n_jobs == 1 or X.size < FINITE_SPLIT_MIN or X.shape[0] < 2:
+        return extremes(X)
+    from ._units import _row_halves, _run_parts
+
+    return all(_run_parts(lambda sl: extremes(X[sl]), _row_halves(X.shape[0]), n_jobs))
 
 
 def _reject_sparse(X, name: str) -> None:

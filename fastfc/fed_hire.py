@@ -33,7 +33,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
 from ._grouping import variance_split_groups, ward_cut
 from ._state import ClientState
-from ._units import standardize_rows
+from ._units import fill_empty_array, standardize_rows
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, CentersSummary, Message
@@ -108,6 +108,10 @@ class FedHIREModel(Message):
     n_features : int
     n_retries : int
         Server restarts after a failed k-modes initialisation.
+    predict_weight : ndarray of shape (n_features,) or (0,)
+        Per-feature distance weights of the units the server merged in (``1 / scale`` of its
+        standardisation of the uploaded centroids), so that ``predict`` measures distances as the
+        fit did; empty: raw units (``standardize=False``).
     """
 
     METHOD = "fedhire"
@@ -117,6 +121,7 @@ class FedHIREModel(Message):
         "clusterlet_labels": ArraySpec("i", 1, min_value=0),
         "granular_labels": ArraySpec("i", 2, min_value=0),
         "level_sizes": ArraySpec("i", 1, min_value=1),
+        "predict_weight": ArraySpec("f", 1, min_value=0.0),
     }
     centers: np.ndarray
     clusterlet_labels: np.ndarray
@@ -124,6 +129,11 @@ class FedHIREModel(Message):
     level_sizes: np.ndarray
     n_features: int
     n_retries: int
+    predict_weight: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        fill_empty_array(self, "predict_weight", (0,))
+        super().__post_init__()
 
     def _check_consistency(self) -> None:
         k = self._check_centers()
@@ -388,10 +398,11 @@ def server_hierarchy(
 _LINK_MAX_POINTS = 4096
 
 
-def _server_view(C: np.ndarray, standardize: bool) -> np.ndarray:
-    """The centroids as the server's MCPL sees them: standardised by their own spread (robust)."""
+def _server_view(C: np.ndarray, standardize: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """The centroids as the server's MCPL sees them: standardised by their own spread (robust),
+    and the per-feature distance weights of those units (``1 / scale``; None: raw units)."""
     if not standardize:
-        return C
+        return C, None
     Cs, _, scale = standardize_rows(C, _SERVER_BANDWIDTH)
     const = np.flatnonzero(np.ptp(C, axis=0) == 0)
     if const.size and const.size < C.shape[1]:
@@ -400,7 +411,7 @@ def _server_view(C: np.ndarray, standardize: bool) -> np.ndarray:
             "client's upload: they carry no information and are ignored",
             DegenerateFederationWarning,
         )
-    return Cs
+    return Cs, 1.0 / scale
 
 
 def _has_distinct_rows(C: np.ndarray, k: int) -> bool:
@@ -715,7 +726,7 @@ class FedHIRE(BaseFederatedClusterer):
                 f"the clients uploaded {n_s} clusterlet centroids in total, fewer than n_clusters={self.n_clusters}; "
                 "lower n_clusters or add data"
             )
-        Cs = _server_view(C, self._standardize())
+        Cs, weight = _server_view(C, self._standardize())
         attempts = 1 + (self.max_retries if self.on_init_failure == "retry-server" else 0)
         fusion = self._fusion()
         too_few = fusion == "linkage" and not _has_distinct_rows(Cs, self.n_clusters)
@@ -750,7 +761,7 @@ class FedHIRE(BaseFederatedClusterer):
         d = C.shape[1]
         model = FedHIREModel(
             centers=centers, clusterlet_labels=labels, granular_labels=Z, level_sizes=level_sizes,
-            n_features=d, n_retries=attempt,
+            n_features=d, n_retries=attempt, predict_weight=weight,
         )
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         replies = [
@@ -773,6 +784,10 @@ class FedHIRE(BaseFederatedClusterer):
 
     def _set_model_attributes(self, model: FedHIREModel) -> None:
         super()._set_model_attributes(model)
+        # predict labels new rows by the nearest centre in the units the server merged in
+        # (refinement rounds, when run, replace these by their own units)
+        weight = getattr(model, "predict_weight", None)
+        self.feature_weight_ = np.array(weight) if weight is not None and weight.size else None
         self.level_sizes_ = np.array(model.level_sizes)
         self.n_retries_ = int(model.n_retries)
 

@@ -243,6 +243,9 @@ class FedKStarHCModel(Message):
     merge_heights : ndarray of shape (n_merges,), optional
         Linkage cost of each merge (Ward's cost in standardised units, or
         Eq. (21)). Empty when omitted.
+    predict_weight : ndarray of shape (n_features,), optional
+        ``mode="robust"``: per-feature distance weights of the units the merge ran in (``1 / std``
+        of the federation), so that ``predict`` measures distances as the fit did. Empty: raw units.
     """
 
     METHOD = "fedkstarhc"
@@ -257,6 +260,7 @@ class FedKStarHCModel(Message):
         "k_scores": ArraySpec("f", 1),
         "merges": ArraySpec("i", 2, min_value=0),
         "merge_heights": ArraySpec("f", 1),
+        "predict_weight": ArraySpec("f", 1, min_value=0.0),
     }
     centers: np.ndarray
     counts: np.ndarray
@@ -273,8 +277,11 @@ class FedKStarHCModel(Message):
     k_scores: np.ndarray | None = None
     merges: np.ndarray | None = None
     merge_heights: np.ndarray | None = None
+    predict_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.predict_weight is None:
+            object.__setattr__(self, "predict_weight", np.zeros(0))
         if self.k_scores is None:
             object.__setattr__(self, "k_scores", np.zeros(0))
         if self.merges is None:
@@ -1943,6 +1950,9 @@ class FedKStarHC(BaseFederatedClusterer):
         )
         self.merges_ = np.array(model.merges)
         self.merge_heights_ = np.array(model.merge_heights)
+        # predict measures distances in the merge's units (refinement rounds, when run, replace them)
+        weight = getattr(model, "predict_weight", None)
+        self.feature_weight_ = np.array(weight) if weight is not None and weight.size else None
 
     # phases -----------------------------------------------------------------
     def _summarize(self, X: np.ndarray, rng: np.random.Generator, n_threads: int) -> tuple[FedKStarHCSummary, dict]:
@@ -2028,7 +2038,7 @@ class FedKStarHC(BaseFederatedClusterer):
         stds = np.concatenate([np.asarray(s.stds, dtype=np.float64) for s in summaries])
         mean, std, m2 = pooled_scale(counts, means, stds)
         n = int(counts.sum())
-        scores = np.zeros(0)
+        scores, weight = np.zeros(0), None
         merges, heights = np.zeros((0, 2), dtype=np.int64), np.zeros(0)
         if not (std > IDENTICAL_RTOL * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)).any():
             warn_caller(
@@ -2039,6 +2049,7 @@ class FedKStarHC(BaseFederatedClusterer):
             labels = np.zeros(k0, dtype=np.int64)
         else:
             unit = np.where(std > 0, std, 1.0)
+            weight = 1.0 / unit
             beta = 0.0 if self.beta is None else self.beta
             merges, heights, gain, k_top = self._tree(counts, means / unit, m2 / unit ** 2, beta, n_threads)
             if self.n_clusters is None and self.k_select in ("bic", "bic_eff", "bic_corr"):
@@ -2070,7 +2081,7 @@ class FedKStarHC(BaseFederatedClusterer):
             centers=centers, counts=cnt.astype(np.int64), radii=np.sqrt(m2c.sum(1) / cnt), stds=stds_c,
             subcluster_labels=labels, p_curve=np.zeros(0), k_scores=scores, n_nodes=-1, b_opt=-1,
             threshold_t=-1.0, d_s=-1.0, estimated=self.n_clusters is None, n_features=d,
-            merges=merges, merge_heights=heights,
+            merges=merges, merge_heights=heights, predict_weight=weight,
         )
 
     def _tree(self, counts: np.ndarray, centers: np.ndarray, m2: np.ndarray, beta: float, n_threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

@@ -29,6 +29,35 @@ def test_non_finite_rejected(make, bad, match):
         make().fit(np.concatenate(Xs))
 
 
+def test_overflowing_magnitudes_rejected(make):
+    """float64 values beyond ~1e150 make squared distances and variances overflow: one clear error naming
+    the magnitude (was a MessageError 'contains NaN or inf' from inside a phase, or, for FedHIRE/GOLD, a
+    silent ARI-0 fit), from fit, fit_clients and predict; 1e148 is still fitted."""
+    Xs = _clients(np.random.default_rng(0))
+    big = [x * 1e300 for x in Xs]
+    with pytest.raises(ValueError, match=r"magnitude up to .*e\+30\d.*rescale"):
+        make().fit_clients(big)
+    with pytest.raises(ValueError, match=r"magnitude up to .*e\+30\d.*rescale"):
+        make().fit(np.concatenate(big))
+    est = make().fit_clients([x * 1e148 for x in Xs])
+    assert np.isfinite(est.cluster_centers_).all()
+    with pytest.raises(ValueError, match="magnitude"):
+        est.predict(big[0])
+
+
+def test_float32_input_fits_without_warnings(make):
+    """float32 data is validated and fitted without any warning (the magnitude check once compared a
+    float32 maximum with 1e150, and NumPy warned 'overflow encountered in cast' on every float32 fit)."""
+    import warnings
+
+    Xs = [x.astype(np.float32) for x in _clients(np.random.default_rng(0))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = make().fit_clients(Xs)
+        est.fit(np.concatenate(Xs), client_ids=np.repeat(np.arange(3), [len(x) for x in Xs]))
+        est.predict(Xs[0])
+
+
 def test_one_dimensional_rejected(make):
     with pytest.raises(ValueError, match="2D array"):
         make().fit(np.arange(10.0))
@@ -62,7 +91,10 @@ def test_too_many_clusters_for_the_samples(make):
     (np.array([["a", "b"], ["c", "d"], ["e", "f"]]), "non-numeric dtype <U1"),
     (np.array([[1.0, "a"], [2.0, "b"], [3.0, "c"]], dtype=object), "non-numeric values"),
     (np.ones((3, 2)) * (1 + 1j), "Complex data not supported"),
-], ids=["strings", "object", "complex"])
+    # dates and durations are not coordinates: they used to be clustered silently as their raw integer counts
+    (np.arange(6).astype("datetime64[s]").reshape(3, 2), "non-numeric dtype datetime64"),
+    (np.arange(6).astype("timedelta64[D]").reshape(3, 2), "non-numeric dtype timedelta64"),
+], ids=["strings", "object", "complex", "datetime", "timedelta"])
 def test_non_numeric_rejected(make, X, match):
     with pytest.raises((TypeError, ValueError), match=match):
         make().fit(X)
@@ -217,11 +249,10 @@ def test_non_finite_rejected_in_either_half_of_a_large_array(where, n_jobs):
             KFed(n_clusters=3, random_state=0, n_jobs=n_jobs).fit(Y)
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 def test_fast_validation_keeps_scikit_learn_feature_bookkeeping():
     """A finite C-contiguous float array skips check_array in fit (no second sum over X): fit still
     returns the caller's array unchanged, sets n_features_in_, drops a stale feature_names_in_, and
-    predict still rejects another feature count; a finite array whose sum overflows is accepted."""
+    predict still rejects another feature count; values at the largest accepted magnitude pass."""
     from fastfc import KFed
     from fastfc._validation import check_client_data
 
@@ -233,8 +264,23 @@ def test_fast_validation_keeps_scikit_learn_feature_bookkeeping():
     assert est.n_features_in_ == 3 and not hasattr(est, "feature_names_in_")
     with pytest.raises(ValueError, match="features"):
         est.predict(X[:, :2])
-    big = np.full((10, 2), 1e308)
-    big[5:] = -1e308
-    big[0, 0] = 1.7e308  # the sum overflows to inf; every value is finite
+    big = np.full((10, 2), 1e150)  # the largest accepted magnitude (MAX_ABS_VALUE) passes the fast path
+    big[5:] = -1e150
     assert check_client_data(big) is big
     assert check_client_data(big, estimator=KFed(n_clusters=2), n_jobs=2) is big
+
+
+def test_predict_matches_labels_in_the_fit_units(make):
+    """predict measures distances in the units the fit used: on the training rows of well-separated
+    clusters whose features differ in scale by 10^18 it returns labels_. (FedHIRE, GOLD and Fed-k*-HC
+    merged in standardised units but predicted in raw ones: the 10^9-scaled noise feature decided,
+    ARI ~0 against labels_ of ARI 1.)"""
+    rng = np.random.default_rng(7)
+    y = np.repeat(np.arange(3), 60)
+    centres = np.array([[30.0, 0, 0, 0], [0, 30, 0, 0], [0, 0, 30, 0]])
+    X = (centres[y] + rng.normal(size=(180, 4))) * np.array([1e-9, 1e-3, 1e3, 1e9])
+    est = make().fit(X, client_ids=np.arange(180) % 3)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
