@@ -843,6 +843,11 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         self._set_client_attributes(result.states, replies0)
         if result.server_state is not None:
             self._set_rounds_attributes(result.server_state)
+            self._check_rounds_result(result.labels)
+
+    def _check_rounds_result(self, client_labels: list[np.ndarray] | None) -> None:
+        """Warn about what a finished multi-round run left (override); ``client_labels`` is None
+        where the server never sees the labels (Flower)."""
 
     # ------------------------------------------------------------- predicting
     def predict(self, X):

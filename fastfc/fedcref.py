@@ -50,13 +50,18 @@ from . import _ae
 from ._kernels._fedcref import cluster_refine, cluster_scores
 from ._parallel import client_rng, limit_blas_threads, pinned_worker
 from .base import BaseFederatedClusterer, ClientState
+from ._warnings import warn_caller
 from .protocol import ArraySpec, Message, MessageError
 
 __all__ = [
     "FedCRef", "fedcref_scores", "fedcref_perfect_baseline", "self_accuracy", "plateau",
     "FedCRefModels", "FedCRefModelSet", "FedCRefScores", "FedCRefTrainTask", "FedCRefTrainUpdate",
-    "FedCRefGroupModels", "FedCRefStatus", "FedCRefProceed", "FedCRefFinal",
+    "FedCRefGroupModels", "FedCRefStatus", "FedCRefProceed", "FedCRefFinal", "UnlinkedClustersWarning",
 ]
+
+
+class UnlinkedClustersWarning(UserWarning):
+    """FedCRef's last association graph left local clusters without a partner in another client."""
 
 
 # ----------------------------------------------------------------------------- messages
@@ -535,6 +540,15 @@ class FedCRef(BaseFederatedClusterer):
         Global id of each client's local cluster in the last graph (-1: no vertex).
     edges_ : ndarray of shape (n_edges, 4), int
         The last graph's associations ``(client i, cluster q, client j, cluster p)``.
+    isolated_clusters_ : ndarray of shape (n_isolated, 3), int
+        The last graph's clusters without a partner: ``(client, cluster, rows)``. Their rows keep a
+        global id of their own, so with more than one client a fit that leaves any warns
+        (:class:`UnlinkedClustersWarning`): a cluster unique to its client is isolated rightly, but
+        clusters of one distribution that the association test failed to link split it by client.
+    isolated_scores_ : ndarray of shape (n_isolated,), float
+        Each isolated cluster's closest two-way score (the larger of the two directions) to a
+        cluster of another client under the association test in use; ``inf`` when none was scored
+        (fewer than ``min_assoc_size`` rows, or the perfect-association baseline).
     history_ : dict of ndarray
         Per iteration (ACC-free): ``n_groups``, ``n_isolated``, ``n_edges``, ``n_active``
         (clients not stable after the refinement), ``n_refined`` (clients that refined),
@@ -956,7 +970,11 @@ class FedCRef(BaseFederatedClusterer):
         return broadcasts, type(state)(method=state.method, round=0, model=None, values=values), False
 
     def _associate(self, uploads, values):
-        """Graph of Phase 2-3 from the clients' scores: (edges list, groups list of vertex lists, cluster_global)."""
+        """Graph of Phase 2-3 from the clients' scores: (edges list, groups list of vertex lists, cluster_global).
+
+        Also sets ``values["isolated"]``: ``(client, cluster, rows, closest two-way score)`` of every
+        cluster left without a partner.
+        """
         ms: FedCRefModelSet = values["model_set"]
         cache = values["cache"]
         col = {(int(o), int(c)): j for j, (o, c) in enumerate(zip(ms.owners, ms.clusters))}
@@ -1009,6 +1027,19 @@ class FedCRef(BaseFederatedClusterer):
         for g, m in enumerate(groups + singles):
             for c, q in m:
                 cluster_global[c][q] = g
+        # each isolated cluster's closest two-way score to a cluster of another client (inf: none
+        # could be scored): what the end-of-fit warning reports, so a user sees how far the test missed
+        isolated = []
+        for (c, q), in singles:
+            best = np.inf
+            if oracle is None and q in eligible.get(c, ()):
+                for j in clients:
+                    if j == c:
+                        continue
+                    for p in eligible[j]:
+                        best = min(best, max(float(scores[c][q, col[(j, p)]]), float(scores[j][p, col[(c, q)]])))
+            isolated.append((int(c), int(q), int(cache[c][2][q]), best))
+        values["isolated"] = isolated
         return edges, groups, singles, cluster_global
 
     def _train_tasks(self, values, round_fl: int, params: np.ndarray, clients, n_features: int) -> list[Message]:
@@ -1147,6 +1178,8 @@ class FedCRef(BaseFederatedClusterer):
         cg = v.get("cluster_global", {})
         self.cluster_global_ = [np.array(cg[c]) for c in sorted(cg)]
         self.edges_ = np.array(v.get("edges", []), dtype=np.int64).reshape(-1, 4)
+        self.isolated_clusters_ = np.array([r[:3] for r in v.get("isolated", [])], dtype=np.int64).reshape(-1, 3)
+        self.isolated_scores_ = np.array([r[3] for r in v.get("isolated", [])], dtype=np.float64)
         keys = ("n_groups", "n_isolated", "n_edges", "n_active", "n_refined", "n_frozen")
         self.history_ = {k: np.array([h.get(k, -1) for h in v["history"]], dtype=np.int64) for k in keys}
         self.n_iter_ = len(v["history"])
@@ -1154,6 +1187,39 @@ class FedCRef(BaseFederatedClusterer):
         secs = getattr(self, "round_seconds_", np.zeros(len(phases)))
         self.phase_seconds_ = {p: float(sum(s for s, q in zip(secs, phases) if q == p))
                                for p in ("local_training", "association", "fedavg", "refinement")}
+
+
+    def _check_rounds_result(self, client_labels) -> None:
+        """Warn when the last graph left clusters without a partner whose rows keep client-specific ids."""
+        n_iso = self.isolated_clusters_.shape[0]
+        n_clients = len(self.cluster_global_)
+        if n_iso == 0 or n_clients < 2:
+            return
+        n_all = sum(int(c.shape[0]) for c in self.cluster_global_)
+        if client_labels is not None:
+            n_rows = int(sum(int(np.count_nonzero(np.asarray(lab) >= self.n_distributions_)) for lab in client_labels))
+            if n_rows == 0:  # every row of the isolated clusters went to a group model in the refinement
+                return
+            split = (f"{n_rows} of {sum(len(lab) for lab in client_labels)} rows carry a global id that only their "
+                     "own client uses, so labels_ splits them by client")
+        else:
+            split = "the rows that a client's own model explains in them carry a global id only that client uses"
+        small = int(np.sum(self.isolated_clusters_[:, 2] < self.min_assoc_size))
+        scored = self.isolated_scores_[np.isfinite(self.isolated_scores_)]
+        if self.association == "ratio":
+            test, knob = f"ratio_threshold={self.ratio_threshold:g} (median error ratio)", "raise ratio_threshold"
+        else:
+            test, knob = f"theta={self.theta:g} (the paper's test)", "raise theta"
+        msg = (f"FedCRef: {n_iso} of {n_all} local clusters found no partner in another client, and {split} "
+               f"(n_distributions_={self.n_distributions_}, n_clusters_={self.n_clusters_}).")
+        if scored.size:
+            msg += (f" The closest of them to a cluster of another client scored {scored.min():.3g} against "
+                    f"{test}: a cluster unique to its client is rightly alone, but if these share a distribution "
+                    f"with another client's cluster, {knob} or train the autoencoders longer (isolated_scores_ "
+                    "lists each one's closest score).")
+        if small:
+            msg += f" {small} of them had fewer than min_assoc_size={self.min_assoc_size} rows and were not tested."
+        warn_caller(msg, UnlinkedClustersWarning)
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -670,6 +670,7 @@ def run_server_phases(
     est._set_model_attributes(server_state.model)
     if rnd > 0:
         est._set_rounds_attributes(server_state)
+        est._check_rounds_result(None)
     report.n_clusters = int(est.n_clusters_)
     report.responders = {i: node_of[i] for i in sorted(sent)}
     acks = send("assign", {node_of[i]: sent[i] for i in sorted(sent)}, {**task, "restart": restart, "round": rnd})

@@ -455,3 +455,34 @@ def test_round_costs_of_a_fedavg_round_are_rows_times_epochs():
                               clusters=np.zeros(1, np.int64), epochs=7, fl_round=2, n_features=6)
              for _ in X_clients]
     assert est._round_costs(X_clients, states, tasks) == [7.0 * 30, 7.0 * 90, 7.0 * 60]
+
+
+def test_unlinked_clusters_that_split_labels_by_client_are_warned():
+    """Sane by default: when the association test links nothing (here the paper's test at theta = 0), every
+    client keeps its own ids for the same digits, so labels_ splits them by client; the fit must say so,
+    name the knob and the closest score, and list the isolated clusters -- never a silent split."""
+    from fastfc.fedcref import UnlinkedClustersWarning
+
+    Xc, yc, _ = _digits_clients(seed=2, sets=((3, 4), (3, 4), (3, 4)), per_class=60, dirtiness=0.0)
+    with pytest.warns(UnlinkedClustersWarning, match=r"6 of 6 local clusters found no partner.*360 of 360 rows.*"
+                                                     r"raise theta") as rec:
+        est = FedCRef(n_local_clusters=2, random_state=0, **{**FAST, "association": "paper", "theta": 0.0,
+                                                              "max_iter": 1}).fit_clients(Xc)
+    assert len(rec) == 1
+    assert est.n_distributions_ == 0 and est.n_clusters_ == 6
+    np.testing.assert_array_equal(est.isolated_clusters_[:, :2], [[c, q] for c in range(3) for q in range(2)])
+    np.testing.assert_array_equal(est.isolated_clusters_[:, 2], [np.sum(est.init_local_labels_[c] == q)
+                                                                 for c in range(3) for q in range(2)])
+    assert np.all(np.isfinite(est.isolated_scores_)) and np.all(est.isolated_scores_ > 0.0)
+    # the closest score quoted in the message is the smallest listed
+    assert f"scored {est.isolated_scores_.min():.3g}" in str(rec[0].message)
+
+
+def test_no_unlinked_warning_when_every_cluster_is_linked(recwarn):
+    """The same clients with the test that links them: one group per digit, nothing isolated, no warning."""
+    from fastfc.fedcref import UnlinkedClustersWarning
+
+    Xc, yc, _ = _digits_clients(seed=2, sets=((3, 4), (3, 4), (3, 4)), per_class=60, dirtiness=0.0)
+    est = FedCRef(n_local_clusters=2, random_state=0, **{**FAST, "max_iter": 1}).fit_clients(Xc)
+    assert est.n_distributions_ == 2 and est.isolated_clusters_.shape == (0, 3)
+    assert not [w for w in recwarn if issubclass(w.category, UnlinkedClustersWarning)]
