@@ -92,6 +92,7 @@ __all__ = [
     "snc",
     "merge_subclusters",
     "drop_small",
+    "join_small",
     "pooled_scale",
     "moment_tree",
     "compress_leaves",
@@ -310,10 +311,28 @@ class FedKStarHCModel(Message):
 class FedKStarHCReply(LocalToGlobalReply):
     """What the server sends back to one Fed-k*-HC client: the global ``centers`` (n_clusters,
     n_features, for ``predict``) and ``local_to_global`` (k_z,), the global cluster of each of
-    its subclusters (see :class:`~fastfc.protocol.LocalToGlobalReply`)."""
+    its subclusters (see :class:`~fastfc.protocol.LocalToGlobalReply`).
+
+    ``unit_weight`` (n_features,) or (0,): ``mode="robust"``, the per-feature distance weights of the
+    units the server merged in (``1 / std`` of the federation); a client labels its set-aside rows by
+    the nearest centre in these units, as ``predict`` does. Empty (the paper's mode, or a message of
+    an older fastfc): in the client's locally standardised units.
+    """
 
     METHOD = "fedkstarhc"
     KIND = "reply"
+    ARRAYS = {**LocalToGlobalReply.ARRAYS, "unit_weight": ArraySpec("f", 1, min_value=0.0)}
+    unit_weight: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        _units.fill_empty_array(self, "unit_weight", (0,))
+        super().__post_init__()
+
+    def _check_consistency(self) -> None:
+        super()._check_consistency()
+        if self.unit_weight.shape[0] not in (0, self.n_features):
+            self._fail(f"unit_weight has {self.unit_weight.shape[0]} entries, expected 0 or n_features="
+                       f"{self.n_features}")
 
 
 # -------------------------------------------------------------- client phase
@@ -441,6 +460,80 @@ def drop_small(labels: np.ndarray, n_min: int) -> np.ndarray:
     keep[int(np.argmax(counts))] = True
     new_id = np.where(keep, np.cumsum(keep) - 1, -1)
     return new_id[labels]
+
+
+def join_small(X: np.ndarray, labels: np.ndarray, n_min: int) -> np.ndarray:
+    """Join subclusters smaller than ``n_min`` whose nearest subcluster is small too (``mode="robust"``).
+
+    k-means with pieces of a few rows gives every far row of a cluster that a client holds only a
+    few rows of a piece of its own (k-means++ seeds each far row), so :func:`drop_small` would set
+    them all aside and no client would upload that cluster: a well-separated cluster of 1 % of the
+    rows, 2-3 rows per client, was lost with ``n_clusters`` given (``benchmarks/user_audit.py``,
+    "1% vs 99%", ARI 0.001). Here the closest pair of pieces below ``n_min`` that are each other's
+    nearest piece (centres in ``X``'s units) is joined, until no such pair is left; a small piece
+    whose nearest piece is a large one (the edge of a large cluster) or a small piece nearer to
+    something else is left for :func:`drop_small`, so this step joins only rows that no other piece
+    of the client sits between.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, n_features)
+        The rows in the partition's units.
+    labels : ndarray of shape (n,), int
+        Subcluster of each row ``0..k-1``, none empty.
+    n_min : int
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+        Dense ``0..k'-1`` (joined pieces take the smaller id; order kept).
+    joined : ndarray of shape (n,), bool
+        Rows of joined pieces. A joined piece is uploaded (its statistics rest on at least as many
+        rows as any other's), but its rows may hold a few rows each of two clusters, so the robust
+        client labels them like set-aside rows: nearest global centre, not the piece's cluster.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    k = int(labels.max()) + 1 if labels.size else 0
+    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    if k < 2 or (counts < n_min).sum() < 2 or not (counts >= n_min).any():
+        # nothing to join, or no piece of full size: a client of a few rows of several clusters, whose
+        # rows joined would mix clusters with nothing to tell them apart by (drop_small keeps its largest)
+        return labels, np.zeros(labels.shape[0], dtype=bool)
+    centres = _means(X, labels, k)
+    into = np.arange(k)
+    live = np.ones(k, dtype=bool)
+    sq = np.einsum("ij,ij->i", centres, centres)
+    D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * centres @ centres.T, 0.0)
+    np.fill_diagonal(D, np.inf)
+    while True:
+        small = live & (counts < n_min)
+        if small.sum() < 2:
+            break
+        idx = np.flatnonzero(small)
+        nearest = np.argmin(D[idx], axis=1)
+        # both small and each the other's nearest piece: a small piece next to a large one is its edge
+        ok = small[nearest] & (np.argmin(D[nearest], axis=1) == idx)
+        if not ok.any():
+            break
+        dist = D[idx[ok], nearest[ok]]
+        t = int(np.argmin(dist))
+        a, b = sorted((int(idx[ok][t]), int(nearest[ok][t])))
+        w = counts[a] + counts[b]
+        centres[a] = (counts[a] * centres[a] + counts[b] * centres[b]) / w
+        counts[a], counts[b] = w, 0.0
+        live[b] = False
+        into[into == b] = a
+        sq[a] = centres[a] @ centres[a]
+        row = np.maximum(sq[a] + sq - 2.0 * centres @ centres[a], 0.0)
+        row[~live] = np.inf
+        row[a] = np.inf
+        D[a, :] = row
+        D[:, a] = row
+        D[b, :] = np.inf
+        D[:, b] = np.inf
+    new_id = np.cumsum(live) - 1
+    joined = np.bincount(into, minlength=k) > 1
+    return new_id[into][labels], joined[into][labels]
 
 
 def _means(X: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
@@ -1554,15 +1647,17 @@ class FedKStarHC(BaseFederatedClusterer):
     Two settings (``mode``). ``"robust"`` (default): each client cuts its
     rows, in locally standardised units, into k-means pieces of about
     ``min_size`` (3) rows (at most 50, at least ``2 * n_clusters``), sets
-    aside the rows of pieces smaller than ``min_size`` and uploads the
+    aside the rows of pieces smaller than ``min_size`` (with ``n_clusters``
+    given, small pieces that are each other's nearest are joined first,
+    :func:`join_small`) and uploads the
     moments (n, mean, std) of the others, no substitute rows; the server
     standardises the moments with the global per-feature spread (exact from
     the moments), merges them with Ward's cost and, with ``n_clusters=None``,
     takes k* at the maximum of BIC along the tree, each row counted as
     ``n_eff / n`` observations (:func:`select_k_bic`, :func:`bic_sample_size`);
-    rows keep the cluster of their piece, set-aside rows take the nearest
-    global centre. ``"paper"``: the paper's algorithm as specified (spec
-    §3; micro-subclusters of at least d + 2 rows, n substitute rows per
+    rows keep the cluster of their piece, set-aside rows (and those of
+    joined pieces) take the nearest global centre in the server's units.
+    ``"paper"``: the paper's algorithm as specified (spec §3; micro-subclusters of at least d + 2 rows, n substitute rows per
     client, Eq. 21 merge with the spread term, k* by GCS + SNC), the
     reference for parity with the paper's tables; it returns bit-identical
     labels to fastfc before issue 12.
@@ -1990,7 +2085,10 @@ class FedKStarHC(BaseFederatedClusterer):
             labels = kmeans_partition(Xp, rng, k=k_budget, max_iter=self.micro_max_iter, scratch=Xp is not X,
                                       n_threads=n_threads)
         n_min = max(self._floor(d), math.ceil(self.min_frac * n / (int(labels.max()) + 1)))
+        joined = None
         if robust and n >= 3:
+            if self.n_clusters is not None:
+                labels, joined = join_small(Xp, labels, n_min)
             labels = drop_small(labels, n_min)
         elif self.min_frac > 0 and n >= 3:
             labels = enforce_min_size(X, labels, n_min)
@@ -2004,6 +2102,9 @@ class FedKStarHC(BaseFederatedClusterer):
         sub_counts = counts.copy() if m is None else np.minimum(counts, m)
         summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs,
                                     sub_counts=sub_counts, n_features=d)
+        if joined is not None and joined.any():
+            # joined pieces are summarised, but their rows take the nearest global centre (see join_small)
+            labels = np.where(joined, -1, labels)
         return summary, {"labels": labels} if local_std is None else {"labels": labels, "local_std": local_std}
 
     def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator, n_threads: int):
@@ -2024,8 +2125,10 @@ class FedKStarHC(BaseFederatedClusterer):
                 RuntimeWarning,
             )
         bounds = np.concatenate([[0], np.cumsum(sizes)])
+        weight = getattr(model, "predict_weight", None)
         replies = [
-            FedKStarHCReply(centers=model.centers, local_to_global=labels[bounds[i]:bounds[i + 1]], n_features=d)
+            FedKStarHCReply(centers=model.centers, local_to_global=labels[bounds[i]:bounds[i + 1]], n_features=d,
+                            unit_weight=weight if weight is not None and weight.size else None)
             for i in range(len(summaries))
         ]
         return model, replies
@@ -2176,8 +2279,14 @@ class FedKStarHC(BaseFederatedClusterer):
             )
         out = reply.local_to_global[np.maximum(local, 0)]
         aside = local < 0
-        if aside.any():
-            # rows set aside by the size rule: nearest global centre in locally standardised units
+        if aside.any() and reply.unit_weight.size:
+            # rows set aside by the size rule (or of joined pieces): nearest global centre in the units
+            # the server merged in, as predict measures them
+            w = np.asarray(reply.unit_weight, dtype=np.float64)
+            out[aside] = _nearest(np.asarray(X[aside], dtype=np.float64) * w,
+                                  np.asarray(reply.centers, dtype=np.float64) * w)
+        elif aside.any():
+            # no server units in the reply: nearest global centre in locally standardised units
             X64 = np.ascontiguousarray(X, dtype=np.float64)
             kept = state.values.get("local_std")
             if kept is not None and np.shape(kept) == (X64.shape[1],):
