@@ -404,6 +404,20 @@ def run_readme(tmp: Path) -> list[str]:
     return out
 
 
+def _pooled_kmeans_ari(case: Case, standardize: bool) -> float:
+    """ARI of scikit-learn's KMeans on the case's rows pooled (context for the federated cells)."""
+    from sklearn.cluster import KMeans
+    from sklearn.preprocessing import StandardScaler
+
+    X = np.asarray(case.X, dtype=np.float64)
+    if standardize:
+        X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # duplicate rows: fewer distinct clusters than k
+        labels = KMeans(n_clusters=case.k, n_init=10, random_state=0).fit_predict(X)
+    return float(adjusted_rand_score(case.y, labels))
+
+
 # ------------------------------------------------------------------------------------------ main
 FEDCREF_CASES = {"base", "float32", "int64", "DataFrame", "read-only", "string ids", "unsorted ids", "NaN",
                  "feature mismatch", "empty client", "identical rows"}
@@ -479,8 +493,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'; '.join(problems)[:150]}", file=sys.stderr, flush=True)
             n_problems += any_problem
             cells.append(shown)
+        for standardize in (True, False):  # context: pooled k-means on every row, no federation
+            cells.append("" if case.bad or case.y is None else
+                         f"{min(_pooled_kmeans_ari(by_seed[seed][i], standardize) for seed in args.seeds):.3f}")
         rows.append(f"| {case.name} | " + " | ".join(cells) + " |")
-    headers = [f"{m}{'' if mode == 'default' else ' r3'}" for m, mode in columns]
+    headers = [f"{m}{'' if mode == 'default' else ' r3'}" for m, mode in columns] + ["KMeans z", "KMeans raw"]
     readme_rows = []
     if not args.no_readme:
         with tempfile.TemporaryDirectory() as tmp:
@@ -493,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         f"target {TARGET}); `k1` = clusters found on identical rows; `W` = warned; `p≠` = `predict(X)` differs "
         "from `labels_`; `error ok` = bad input raised an error naming the problem; ✗ = a problem listed below. "
         "`r3` = `refine_rounds=3`. FedCRef: `n_local_clusters=K`, min-max scaled data, `fit` only, "
-        "not held to the ARI target (no global K).",
+        "not held to the ARI target (no global K). For context, not federated and not judged: `KMeans z` / "
+        "`KMeans raw` = lowest ARI over the data seeds of scikit-learn's `KMeans(n_init=10, random_state=0)` on "
+        "all rows pooled, per-feature standardised (`StandardScaler`) / as given.",
         "",
         f"Problems: **{n_problems}** cells (a cell has a problem when any data seed has one).",
         "",
