@@ -2102,9 +2102,15 @@ class FedKStarHC(BaseFederatedClusterer):
         sub_counts = counts.copy() if m is None else np.minimum(counts, m)
         summary = FedKStarHCSummary(counts=counts, centers=means, radii=radii, stds=stds, substitutes=subs,
                                     sub_counts=sub_counts, n_features=d)
-        if joined is not None and joined.any():
-            # joined pieces are summarised, but their rows take the nearest global centre (see join_small)
-            labels = np.where(joined, -1, labels)
+        if robust:
+            # pieces uploaded below the size floor (a client's largest when all are small, or a client of
+            # one or two rows) may hold rows of two clusters, and joined pieces may too (join_small): they
+            # are summarised, but their rows take the nearest global centre, as set-aside rows do
+            unsure = (labels >= 0) & (np.asarray(counts)[np.maximum(labels, 0)] < n_min)
+            if joined is not None:
+                unsure |= joined
+            if unsure.any():
+                labels = np.where(unsure, -1, labels)
         return summary, {"labels": labels} if local_std is None else {"labels": labels, "local_std": local_std}
 
     def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator, n_threads: int):
