@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
 
+from _provenance import run_with_out  # noqa: E402
+
 SCALES = ("raw", "std", "mad", "kspacing")
 SPLITS = ("US", "EC", "YE", "VE", "EP", "CA", "WI", "PE", "LA", "LE")
 
@@ -75,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--no-splits", action="store_true", help="skip the published splits")
-    parser.add_argument("--out", type=Path, help="write the table (markdown, with provenance header)")
-    args = parser.parse_args(argv)
-    if args.out:
-        import _provenance  # noqa: F401
+    return run_with_out(parser, argv, run)
 
+
+def run(args) -> int:
+    """Run the cases the parsed command line ``args`` asks for and print the tables; returns 0."""
     from user_audit import make_cases
 
     by_seed = {s: make_cases(s) for s in args.seeds}
@@ -124,13 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if split_rows:
         body += ["", "## Published 8-client splits (rows pooled)", "", head.replace("| case |", "| split |"),
                  *split_rows]
-    text = "\n".join(body) + "\n"
-    if args.out:
-        from _provenance import write_results
-
-        write_results(args.out, text, argv)
-    else:
-        print(text)
+    print("\n".join(body))
     return 0
 
 

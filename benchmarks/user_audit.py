@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's fastfc
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
+from _provenance import run_with_out  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["KFed", "FeCA", "FedHIRE", "GOLD", "FedKStarHC", "FedKMeans", "FedCRef"]
@@ -447,10 +448,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
                         help="data seeds of the cases with a true partition (bad input: the first only)")
     parser.add_argument("--no-readme", action="store_true", help="skip the README blocks and CLI commands")
-    parser.add_argument("--out", type=Path, help="write the findings (markdown, with provenance header)")
-    args = parser.parse_args(argv)
-    if args.out:
-        import _provenance  # noqa: F401
+    return run_with_out(parser, argv, run)
+
+
+def run(args) -> int:
+    """Run the audit the parsed command line ``args`` asks for and print the findings; returns 0."""
 
     by_seed = {seed: make_cases(seed) for seed in args.seeds}
     cases = by_seed[args.seeds[0]]
@@ -531,13 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     if readme_rows:
         body += ["", "## README code blocks and CLI commands", "", "| block | first line / command | result | time |",
                  "|---|---|---|---|", *readme_rows]
-    text = "\n".join(body) + "\n"
-    if args.out:
-        from _provenance import write_results
-
-        write_results(args.out, text, argv)
-    else:
-        print(text)
+    print("\n".join(body))
     return 0
 
 

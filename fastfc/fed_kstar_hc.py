@@ -2131,10 +2131,9 @@ class FedKStarHC(BaseFederatedClusterer):
                 RuntimeWarning,
             )
         bounds = np.concatenate([[0], np.cumsum(sizes)])
-        weight = getattr(model, "predict_weight", None)
-        replies = [
+        replies = [  # unit_weight: the merge's units (empty in the paper's mode and on identical rows)
             FedKStarHCReply(centers=model.centers, local_to_global=labels[bounds[i]:bounds[i + 1]], n_features=d,
-                            unit_weight=weight if weight is not None and weight.size else None)
+                            unit_weight=model.predict_weight)
             for i in range(len(summaries))
         ]
         return model, replies
