@@ -106,6 +106,49 @@ def col_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, var
 
 
+def col_moments_split(X: np.ndarray, n_jobs=1) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and population variance of a large client's rows, the row work split in two.
+
+    For a C-contiguous float64 ``X`` of at least :data:`SPLIT_MIN_ELEMENTS` values (the caller
+    checks; a function of the shape only). Each of two fixed row halves is summed row by row
+    (:func:`fastfc._kernels._cpl.col_sums_rows`), ``mean = (sum_0 + sum_1) / n``; then each half's
+    squared deviations from that mean (:func:`fastfc._kernels._cpl.col_sqdev_rows`),
+    ``var = (sq_0 + sq_1) / n``. The halves run on up to two threads (``n_jobs``) and are added in
+    that fixed order, so the bits are the same for any ``n_jobs``: those of the NumPy formula
+    applied to the two halves (``(X[:h].sum(0) + X[h:].sum(0)) / n``, tested), which differ from
+    :func:`col_moments` (one row-by-row sum over all rows) only in rounding.
+
+    Why (issue 15): the one-sum pass, 30-120 ms at 10^6 x 10-50, was the largest step of a one-client
+    fit that two threads could not share.
+    """
+    from ._kernels._cpl import col_sqdev_rows, col_sums_rows
+
+    n, d = X.shape
+    halves = _row_halves(n)
+
+    def sums(sl):
+        out = np.empty(d)
+        col_sums_rows(X, sl.start, sl.stop, out)
+        return out
+
+    s = _run_parts(sums, halves, n_jobs)
+    mean = (s[0] + s[1]) / n
+
+    def sqdev(sl):
+        out = np.empty(d)
+        col_sqdev_rows(X, mean, sl.start, sl.stop, out)
+        return out
+
+    q = _run_parts(sqdev, halves, n_jobs)
+    return mean, (q[0] + q[1]) / n
+
+
+def large_moments(X: np.ndarray) -> bool:
+    """Whether a float64 client's moments take :func:`col_moments_split` (at least
+    :data:`SPLIT_MIN_ELEMENTS` values and two rows): a function of the shape only."""
+    return X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS and X.shape[0] >= 2
+
+
 def shift_scale_threads(X: np.ndarray, mean: np.ndarray, scale: np.ndarray, n_jobs=1) -> np.ndarray:
     """``(X - mean) / scale`` (a new C-contiguous float64 array) by the compiled elementwise pass
     (:func:`fastfc._kernels._cpl.shift_scale_rows`, NumPy's values), its two fixed row halves on
@@ -136,7 +179,9 @@ def feature_moments(X: np.ndarray, n_jobs=1) -> np.ndarray:
     reduces a C-contiguous array along axis 0, hence the same bits as ``X.mean(axis=0)`` and
     ``((X - mean) ** 2).mean(axis=0)``, tested) without the (n, d) temporary of the NumPy
     formula: 7-10x faster at 10^5 x 10-50, and 62 -> 10 us at 1,000 x 10, where NumPy's per-call
-    overhead dominates (issue 15). Fewer features use the NumPy formula.
+    overhead dominates (issue 15). Fewer features use the NumPy formula. A client of at least
+    :data:`SPLIT_MIN_ELEMENTS` values sums two fixed row halves instead, on up to two threads
+    (:func:`col_moments_split`; the same bits for any ``n_jobs``, NumPy's up to rounding).
     The result does not depend on ``n_jobs``.
 
     Parameters
@@ -154,7 +199,9 @@ def feature_moments(X: np.ndarray, n_jobs=1) -> np.ndarray:
     n, d = X.shape
     if not n:
         return np.vstack([np.zeros(d), np.zeros(d), np.zeros(d)])
-    if d >= 4:  # (fewer columns: NumPy may sum a column pairwise)
+    if large_moments(X):
+        mean, var = col_moments_split(np.ascontiguousarray(X), n_jobs)
+    elif d >= 4:  # (fewer columns: NumPy may sum a column pairwise)
         mean, var = col_moments(np.ascontiguousarray(X))
     else:
         mean, var = _moments_of(X)
@@ -225,7 +272,10 @@ class FeatureScaler:
         """Rows in standardised units: ``(X - shift) * weight`` (constant features become 0).
 
         ``out``: a float64 array of X's shape to write into (else one new array). ``n_jobs``:
-        threads over two row halves for large ``X`` (elementwise: the same values for any).
+        threads over two row halves for large ``X`` (elementwise: the same values for any). A
+        large C-contiguous float64 ``X`` takes one compiled pass
+        (:func:`fastfc._kernels._cpl.shift_weight_rows`) instead of NumPy's two (issue 15: at
+        10^6 x 50, 180 ms of two read-write passes).
         """
         X = np.asarray(X)
         if out is None:
@@ -235,9 +285,20 @@ class FeatureScaler:
         else:
             blocks = _row_halves(X.shape[0])
 
-        def run(sl):
-            Z = np.subtract(X[sl], self.shift, dtype=np.float64, out=out[sl])  # scaled in place
-            Z *= self.weight
+        fused = (X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous and out.flags.c_contiguous
+                 and X.size >= SPLIT_MIN_ELEMENTS)
+        if fused:  # one compiled pass, the same values (each step rounded as NumPy's two)
+            from ._kernels._cpl import shift_weight_rows
+
+            shift = np.ascontiguousarray(self.shift, dtype=np.float64)
+            weight = np.ascontiguousarray(self.weight, dtype=np.float64)
+
+            def run(sl):
+                shift_weight_rows(X, shift, weight, out, sl.start, sl.stop)
+        else:
+            def run(sl):
+                Z = np.subtract(X[sl], self.shift, dtype=np.float64, out=out[sl])  # scaled in place
+                Z *= self.weight
 
         _run_parts(run, blocks, n_jobs)
         return out
@@ -252,11 +313,11 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[n
 
     The clients' local standardisation of FedHIRE/GOLD (CPL's kernel width in local standard
     deviations) and of Fed-k*-HC's robust micro-partition. An ``X`` of at least
-    :data:`SPLIT_MIN_ELEMENTS` values runs compiled passes
-    (:func:`fastfc._kernels._cpl.col_moments`, :func:`fastfc._kernels._cpl.shift_scale_rows`):
-    they add in NumPy's order (a column reduction of a C-contiguous array accumulates row by
-    row), so the result has the same bits as the NumPy formula, in two passes over ``X`` and no
-    temporary (3-4x faster than NumPy at 10^5 x 10-50).
+    :data:`SPLIT_MIN_ELEMENTS` values runs compiled passes over two fixed row halves
+    (:func:`col_moments_split`, :func:`fastfc._kernels._cpl.shift_scale_rows`), on up to two
+    threads: the NumPy formula's values with the column sums taken per half and added (the same
+    bits for any ``n_jobs``), in two passes over ``X`` and no temporary (3-4x faster than NumPy
+    at 10^5 x 10-50 on one thread).
 
     Parameters
     ----------
@@ -264,8 +325,8 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[n
     bandwidth : float, default=1.0
         Multiplies the population standard deviation.
     n_jobs : int or None, default=1
-        Threads of the shift of a large ``X`` (two fixed row halves, :func:`shift_scale_threads`;
-        the moments are one memory-bound pass, :func:`col_moments`); the result does not depend on it.
+        Threads of the moments and the shift of a large ``X`` (two fixed row halves,
+        :func:`col_moments_split`, :func:`shift_scale_threads`); the result does not depend on it.
 
     Returns
     -------
@@ -281,12 +342,12 @@ def standardize_rows(X: np.ndarray, bandwidth: float = 1.0, n_jobs=1) -> tuple[n
 def standardize_rows_std(X: np.ndarray, bandwidth: float = 1.0,
                          n_jobs=1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`standardize_rows` and the per-feature population standard deviation it used: ``X.std(axis=0)``
-    (a small ``X``) or the square root of :func:`col_moments`'s variance (a large one), unclipped."""
+    (a small ``X``) or the square root of :func:`col_moments_split`'s variance (a large one), unclipped."""
     X = np.asarray(X, dtype=np.float64)
-    large = X.ndim == 2 and X.size >= SPLIT_MIN_ELEMENTS
+    large = large_moments(X)
     if large:
         X = np.ascontiguousarray(X)
-        mean, var = col_moments(X)
+        mean, var = col_moments_split(X, n_jobs)
         std = np.sqrt(var)
     else:
         mean = X.mean(axis=0)

@@ -2070,10 +2070,9 @@ class FedKStarHC(BaseFederatedClusterer):
         local_std = None
         if robust:
             Xp, _, _, std = _units.standardize_rows_std(X, n_jobs=n_threads)
-            if X.size < _units.SPLIT_MIN_ELEMENTS or d >= 4:
-                # the standard deviation the assignment phase uses for rows set aside (the same bits: see
-                # _assign), kept instead of another pass over the rows there (issue 15)
-                local_std = std
+            # the standard deviation the assignment phase uses for rows set aside (the same bits: see
+            # _assign), kept instead of another pass over the rows there (issue 15)
+            local_std = std
         else:
             Xp = X
         if n < 3:
@@ -2297,9 +2296,9 @@ class FedKStarHC(BaseFederatedClusterer):
             if kept is not None and np.shape(kept) == (X64.shape[1],):
                 # the robust summary phase's standard deviation of these rows (computed as below)
                 sd = np.array(kept, dtype=np.float64)
-            elif X64.size >= _units.SPLIT_MIN_ELEMENTS and X64.shape[1] >= 4:
-                # X.std(axis=0)'s bits by the compiled column pass (one pass, no (n, d) temporary: 5x faster)
-                sd = np.sqrt(_units.col_moments(X64)[1])
+            elif _units.large_moments(X64):
+                # the summary's own moments (standardize_rows_std: two fixed row halves, no (n, d) temporary)
+                sd = np.sqrt(_units.col_moments_split(X64)[1])
             else:
                 sd = X64.std(axis=0)
             sd[~(sd > 0)] = 1.0

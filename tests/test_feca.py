@@ -613,11 +613,12 @@ def test_merge_pieces_same_groups_any_thread_count(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(30000, 11), (6000, 50), (100000, 4), (300000, 1)])
-def test_feature_moments_of_large_clients_have_numpy_bits_any_thread_count(dtype, shape):
-    """Large clients take their moments in one compiled pass (issue 15): the same bits as the
-    NumPy formula of small clients (``X.mean(0)``, ``((X - mean) ** 2).mean(0)``), so the
-    uploaded moments do not depend on which path ran, nor on ``n_jobs``."""
-    from fastfc._units import SPLIT_MIN_ELEMENTS, _moments_of, feature_moments
+def test_feature_moments_of_large_clients_sum_two_fixed_halves_any_thread_count(dtype, shape):
+    """Large clients take their moments over two fixed row halves, on up to two threads (issue 15): the
+    bits of the NumPy formula applied per half -- each half's column sums added row by row
+    (``np.add.accumulate``, strictly sequential), then ``(s_0 + s_1) / n``; the same for the squared
+    deviations -- for any ``n_jobs``, and NumPy's one-sum values up to rounding."""
+    from fastfc._units import SPLIT_MIN_ELEMENTS, feature_moments
 
     rng = np.random.default_rng(5)
     n, d = shape
@@ -626,11 +627,16 @@ def test_feature_moments_of_large_clients_have_numpy_bits_any_thread_count(dtype
     one, two = feature_moments(X, n_jobs=1), feature_moments(X, n_jobs=2)
     np.testing.assert_array_equal(one, two)
     X64 = X.astype(np.float64)
-    mean, var = _moments_of(X64)
+    h = n // 2
+    halves = (X64[:h], X64[h:])
+    mean = (np.add.accumulate(halves[0], axis=0)[-1] + np.add.accumulate(halves[1], axis=0)[-1]) / n
+    sq = [np.add.accumulate((P - mean) ** 2, axis=0)[-1] for P in halves]
+    var = (sq[0] + sq[1]) / n
     np.testing.assert_array_equal(one[0], np.full(d, float(n)))
     np.testing.assert_array_equal(one[1], mean)
     np.testing.assert_array_equal(one[2], var)
-    np.testing.assert_array_equal(one[2], X64.var(axis=0))
+    np.testing.assert_allclose(one[1], X64.mean(axis=0), rtol=1e-12, atol=1e-12 * np.abs(X64).max())
+    np.testing.assert_allclose(one[2], X64.var(axis=0), rtol=1e-10)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

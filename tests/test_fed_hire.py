@@ -235,8 +235,10 @@ def test_auto_candidate_cap_is_what_the_client_uses(n_rows, explicit):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("shape", [(70000, 4), (6000, 50), (30000, 9), (262144, 1), (140000, 2)])
 def test_standardize_rows_compiled_equals_numpy(shape, dtype, n_jobs):
-    """A large client's standardisation (compiled column moments and shift/scale, the shift on two
-    row halves with n_jobs=2) gives the very bits of the plain NumPy formula for any n_jobs."""
+    """A large client's standardisation (compiled column moments and shift/scale over two fixed row
+    halves, on two threads with n_jobs=2) gives the very bits of the plain NumPy formula with the
+    column sums taken per half (each half's rows added in order, ``np.add.accumulate``; then
+    ``(s_0 + s_1) / n``) for any n_jobs."""
     from fastfc._units import SPLIT_MIN_ELEMENTS, standardize_rows
 
     rng = np.random.default_rng(shape[1])
@@ -246,7 +248,12 @@ def test_standardize_rows_compiled_equals_numpy(shape, dtype, n_jobs):
         X[:, 1] = -0.0  # signed zeros: the sums start from the first row, as NumPy's
     X = X.astype(dtype).astype(np.float64) if dtype == np.float32 else X
     assert X.size >= SPLIT_MIN_ELEMENTS
-    mean, std = X.mean(axis=0), X.std(axis=0)
+    halves = (X[:shape[0] // 2], X[shape[0] // 2:])
+    sums = [np.add.accumulate(P, axis=0)[-1] for P in halves]
+    mean = (sums[0] + sums[1]) / shape[0]
+    sq = [np.add.accumulate((P - mean) ** 2, axis=0)[-1] for P in halves]
+    std = np.sqrt((sq[0] + sq[1]) / shape[0])
+    np.testing.assert_allclose(std, X.std(axis=0), rtol=1e-10)
     ok = np.isfinite(std) & (std > np.finfo(np.float64).tiny * 1e3) & (std > 1e-12 * np.abs(mean))
     scale = np.where(ok, 0.3 * np.where(ok, std, 1.0), 1.0)
     ref = (X - mean) / scale

@@ -582,10 +582,10 @@ def test_default_k_star_is_exact_on_separated_blobs():
 def test_robust_state_keeps_the_std_that_assign_would_recompute(shape):
     """The robust summary phase keeps the rows' standard deviation in the client state (issue 15: the
     assignment phase recomputed it, a pass over the rows, for the rows set aside). It is the same bits as
-    the assignment phase's own computation, and labels with and without it are the same. A large client of
-    fewer than 4 features computes it another way in each phase (the compiled pass vs NumPy): not kept."""
+    the assignment phase's own computation, and labels with and without it are the same (a large client, of
+    any number of features, takes both from the two-half moments)."""
     from fastfc._state import ClientState
-    from fastfc._units import SPLIT_MIN_ELEMENTS, col_moments
+    from fastfc._units import col_moments_split, large_moments
 
     rng = np.random.default_rng(0)
     n, d = shape
@@ -594,10 +594,7 @@ def test_robust_state_keeps_the_std_that_assign_would_recompute(shape):
     est = FedKStarHC(n_clusters=2, random_state=0, min_frac=0.9)  # pieces below 0.9 x the mean size: set aside
     s, state = est.client_summarize(X)
     _, replies = est.server_aggregate([s])
-    if X.size >= SPLIT_MIN_ELEMENTS and d < 4:
-        assert "local_std" not in state.values
-        return
-    own = np.sqrt(col_moments(X)[1]) if X.size >= SPLIT_MIN_ELEMENTS else X.std(axis=0)
+    own = np.sqrt(col_moments_split(X)[1]) if large_moments(X) else X.std(axis=0)
     np.testing.assert_array_equal(state["local_std"], own)
     assert (state["labels"] < 0).any()  # rows set aside: the kept value is used
     bare = ClientState(method=state.method, client=state.client, n_samples=state.n_samples,

@@ -59,6 +59,26 @@ def test_shift_scale_threads_is_numpys_formula(dtype):
         np.testing.assert_array_equal(shift_scale_threads(X, mean, scale, nj), (X - mean) / scale)
 
 
+@pytest.mark.parametrize("shape", [(40000, 7), (6000, 50), (262145, 1)])
+def test_threads_engine_gram_is_the_sum_of_two_fixed_halves(shape):
+    """k-FED's ``"threads"`` engine takes a large client's Gram matrix as ``G_0 + G_1`` of two fixed row
+    halves (issue 15): those bits for n_threads 1 and 2, and ``X^T X`` up to rounding; a small client
+    keeps the one call."""
+    from fastfc._units import SPLIT_MIN_ELEMENTS
+    from fastfc.kfed import _gram_threads
+
+    rng = np.random.default_rng(shape[1])
+    X = rng.normal(size=shape) * rng.uniform(0.5, 20, size=shape[1]) + 3.0
+    assert X.size >= SPLIT_MIN_ELEMENTS
+    h = shape[0] // 2
+    want = X[:h].T @ X[:h] + X[h:].T @ X[h:]
+    for nt in (1, 2):
+        np.testing.assert_array_equal(_gram_threads(X, nt), want)
+    np.testing.assert_allclose(want, X.T @ X, rtol=1e-10, atol=1e-10 * np.abs(X.T @ X).max())
+    small = X[:100, :50]
+    np.testing.assert_array_equal(_gram_threads(small, 2), small.T @ small)
+
+
 def test_run_parts_in_order_within_the_budget_and_nested_inline():
     """``_run_parts`` returns the parts' results in order for any budget and number of parts, runs at
     most ``n_jobs`` of them at once (the caller and ``n_jobs - 1`` helper threads), and a hand-off from

@@ -48,6 +48,9 @@ __all__ = [
     "kmodes_assign",
     "col_moments",
     "shift_scale_rows",
+    "shift_weight_rows",
+    "col_sums_rows",
+    "col_sqdev_rows",
 ]
 
 
@@ -2676,6 +2679,52 @@ def col_moments(X, mean, var):
     """:func:`_col_moments` of every column: ``X`` (n, d) float64 C-contiguous IN, n >= 1;
     ``mean``, ``var`` (d,) float64 OUT (``X.mean(axis=0)``, ``X.var(axis=0)``, the same bits)."""
     _col_moments(X, 0, X.shape[1], mean, var)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def col_sums_rows(X, i0, i1, out):
+    """``out[z] = X[i0, z] + X[i0 + 1, z] + ... + X[i1 - 1, z]``, added row by row from row ``i0``
+    (``X[i0:i1].sum(axis=0)``'s order for a C-contiguous ``X``). ``X`` (n, d) float64 C-contiguous IN,
+    ``0 <= i0 < i1 <= n``; ``out`` (d,) float64 OUT. One part of a large client's moments
+    (:func:`fastfc._units.col_moments_split`). The sums run in a local buffer."""
+    d = X.shape[1]
+    acc = np.empty(d)
+    for z in range(d):
+        acc[z] = X[i0, z]
+    for i in range(i0 + 1, i1):
+        for z in range(d):
+            acc[z] += X[i, z]
+    for z in range(d):
+        out[z] = acc[z]
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def col_sqdev_rows(X, mean, i0, i1, out):
+    """``out[z]`` = the sum over rows ``i0 <= i < i1`` of ``(X[i, z] - mean[z]) ** 2``, added row by row
+    from row ``i0`` (``((X[i0:i1] - mean) ** 2).sum(axis=0)``'s values). ``X`` (n, d) float64
+    C-contiguous IN, ``0 <= i0 < i1 <= n``; ``mean`` (d,) IN; ``out`` (d,) float64 OUT."""
+    d = X.shape[1]
+    acc = np.empty(d)
+    for z in range(d):
+        e = X[i0, z] - mean[z]
+        acc[z] = e * e
+    for i in range(i0 + 1, i1):
+        for z in range(d):
+            e = X[i, z] - mean[z]
+            acc[z] += e * e
+    for z in range(d):
+        out[z] = acc[z]
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def shift_weight_rows(X, shift, weight, Z, i0, i1):
+    """``Z[i, z] = (X[i, z] - shift[z]) * weight[z]`` for rows ``i0 <= i < i1``, in one pass (the values
+    of NumPy's ``np.subtract(X, shift, out=Z); Z *= weight``: each step rounded as there). ``X``, ``Z``
+    (n, d) float64 C-contiguous; ``shift``, ``weight`` (d,) float64."""
+    d = X.shape[1]
+    for i in range(i0, i1):
+        for z in range(d):
+            Z[i, z] = (X[i, z] - shift[z]) * weight[z]
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
