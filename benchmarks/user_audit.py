@@ -175,6 +175,12 @@ def make_cases(rng_seed: int = 0) -> list[Case]:
     X10, y10 = blobs(rng, k=10, n=1000, d=10)
     cl = y10 // 2  # client c holds clusters 2c and 2c+1
     cases.append(Case("2 of 10 per client", X10, cl, y10, 10, "5 clients, each sees 2 of the 10 clusters"))
+    cases.append(Case("one client", X, np.zeros(len(y), int), y, 3, "all rows in one client"))
+    from fastfc.datasets import make_gaussian_mixture
+
+    X1c, y1c = make_gaussian_mixture(2000, 10, 10, random_state=int(rng.integers(1 << 30)))
+    cases.append(Case("one client, K=10", X1c, np.zeros(2000, int), y1c, 10,
+                      "10-cluster Gaussian mixture (fastfc.datasets), 2000x10, one client"))
     cases.append(Case("float32 1e30", (X * 1e30).astype(np.float32), ids, y, 3, "float32, |x| up to ~1e32"))
     cases.append(Case("float64 1e140", X * 1e140, ids, y, 3, "float64, |x| up to ~1e142"))
     cases.append(Case("float32 1e-30", (X * 1e-30).astype(np.float32), ids, y, 3, "float32, tiny values"))

@@ -97,15 +97,16 @@ def unwarmed_kernels() -> list[str]:
 def _warm_large_input_kernels() -> None:
     """Compile the kernels that fits reach only on large inputs or rare paths, by calling them on tiny arrays.
 
-    :func:`fastfc._kernels._cpl.col_moments` and :func:`~fastfc._kernels._cpl.shift_scale_rows`
-    (federated units and feature moments of large clients) and
+    :func:`fastfc._kernels._cpl.col_moments`, :func:`~fastfc._kernels._cpl.shift_scale_rows`,
+    :func:`~fastfc._kernels._cpl.col_sums_rows`, :func:`~fastfc._kernels._cpl.col_sqdev_rows` and
+    :func:`~fastfc._kernels._cpl.shift_weight_rows` (federated units and feature moments of large clients) and
     :func:`fastfc._kernels._pieces.pair_window_counts_from_products` (FeCA's piece merging of
     clients of 8192 rows or more) take float64 whatever the input dtype. k-FED's one-start
     seeding and proximity kernels (:mod:`fastfc._kernels._kfed`) run only where the compiled
     all-starts call does not (a start whose seeding runs out of mass on duplicate rows, more than
     128 projected dimensions): one start of :func:`fastfc.kfed._start_init` compiles them.
     """
-    from ._kernels._cpl import col_moments, shift_scale_rows
+    from ._kernels._cpl import col_moments, col_sqdev_rows, col_sums_rows, shift_scale_rows, shift_weight_rows
     from ._kernels._pieces import pair_window_counts_from_products
     from .kfed import _start_init
 
@@ -115,6 +116,9 @@ def _warm_large_input_kernels() -> None:
     mean, var = np.empty(3), np.empty(3)
     col_moments(X, mean, var)
     shift_scale_rows(X, mean, np.ones(3), np.empty_like(X))
+    col_sums_rows(X, 0, 2, mean)  # the two-half moments of large clients (fastfc._units.col_moments_split)
+    col_sqdev_rows(X, mean, 2, 4, var)
+    shift_weight_rows(X, mean, np.ones(3), np.empty_like(X), 0, 4)  # FeatureScaler.transform of large clients
     C = X[:2].copy()
     cc = C @ C.T
     length2 = np.ones((2, 2))
