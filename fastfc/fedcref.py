@@ -34,7 +34,6 @@ was in group ``g`` of the last graph gets ``g``; any other gets a fresh id (>= `
 """
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -1217,6 +1216,13 @@ class FedCRef(BaseFederatedClusterer):
                     f"{test}: a cluster unique to its client is rightly alone, but if these share a distribution "
                     f"with another client's cluster, {knob} or train the autoencoders longer (isolated_scores_ "
                     "lists each one's closest score).")
+        theta = float(self.ratio_threshold if self.association == "ratio" else self.theta)
+        passed = int(np.sum(scored <= theta)) if self.oracle_labels is None else 0
+        if passed and self.match_policy != "all":
+            msg += (f" {passed} of them passed the test with a cluster of another client and still got no edge: "
+                    f"match_policy={self.match_policy!r} links each cluster to one partner per other client, so "
+                    "a second cluster of one client that matches the same partner stays alone "
+                    "(match_policy='all' links every passing pair).")
         if small:
             msg += f" {small} of them had fewer than min_assoc_size={self.min_assoc_size} rows and were not tested."
         warn_caller(msg, UnlinkedClustersWarning)

@@ -486,3 +486,24 @@ def test_no_unlinked_warning_when_every_cluster_is_linked(recwarn):
     est = FedCRef(n_local_clusters=2, random_state=0, **{**FAST, "max_iter": 1}).fit_clients(Xc)
     assert est.n_distributions_ == 2 and est.isolated_clusters_.shape == (0, 3)
     assert not [w for w in recwarn if issubclass(w.category, UnlinkedClustersWarning)]
+
+
+def test_unlinked_warning_explains_a_passing_cluster_left_alone_by_match_policy():
+    """An isolated cluster whose closest score passes the test got no edge because ``match_policy="best"`` gave
+    its partner another cluster of the same client: the warning says so and names ``match_policy='all'``
+    (it quoted a passing score as if the test had failed). With the policy "all" the sentence is absent."""
+    from fastfc.fedcref import UnlinkedClustersWarning
+
+    for policy, expect in (("best", True), ("all", False)):
+        est = FedCRef(n_local_clusters=2, ratio_threshold=1.2, match_policy=policy)
+        est.isolated_clusters_ = np.array([[1, 1, 40], [0, 1, 50]])
+        est.isolated_scores_ = np.array([1.05, 4.0])
+        est.cluster_global_ = [np.array([0, 2]), np.array([0, 1])]
+        est.n_distributions_, est.n_clusters_ = 1, 3
+        labels = [np.r_[np.zeros(50, int), np.full(50, 2)], np.r_[np.zeros(40, int), np.ones(40, int)]]
+        with pytest.warns(UnlinkedClustersWarning) as rec:
+            est._check_rounds_result(labels)
+        text = str(rec[0].message)
+        assert "scored 1.05 against ratio_threshold=1.2" in text
+        assert ("1 of them passed the test with a cluster of another client" in text) is expect
+        assert ("match_policy='all'" in text) is expect
