@@ -1203,9 +1203,9 @@ class FeCA(BaseFederatedClusterer):
         that fits two clusters with one centroid and cuts another in two makes ClientUpdate
         delete the first (and, comparing sums, possibly good ones after it); other clients'
         centroids cover that loss, but a client alone cannot: one client of a 10-cluster mixture
-        ended with ARI 0.0-0.81 in 3 of 30 fits at 2,000, 5,000 and 20,000 rows and 6 of 30 at
+        ended with ARI 0.0-0.81 in 3, 3 and 1 of 30 fits at 2,000, 5,000 and 20,000 rows and 6 of 30 at
         300,000 rows with one start, and in none with three (fits over 2 and 3 clients: none
-        either way). On the ten published splits three starts move the mean ARI by -0.015 ..
+        either way; ``benchmarks/results/feca_lone_client.md``). On the ten published splits three starts move the mean ARI by -0.015 ..
         +0.028 (mean +0.005) and take up to 1.43x the whole fit's CPU time (LE;
         ``benchmarks/results/compare_feca_cpu_i18.md`` against ``compare_feca_ninit1_cpu_i18.md``);
         a large client runs its starts on a subsample, where they are cheap (see Notes).
