@@ -96,7 +96,8 @@ def col_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     One thread: the pass streams ``X`` at about memory bandwidth (10^5 x 50: 3 ms for two
     passes over 40 MB), and keeping NumPy's order means every column is summed over all rows in
     order, so threads could only split the columns, and each would still stream all of ``X``
-    (two column halves on two threads took longer than one pass; issue 15).
+    (two column halves on two threads took longer than one pass; issue 15). Large clients
+    therefore take :func:`col_moments_split` (two row halves, NumPy's values up to rounding).
     """
     from ._kernels._cpl import col_moments as kernel
 
@@ -285,8 +286,8 @@ class FeatureScaler:
         else:
             blocks = _row_halves(X.shape[0])
 
-        fused = (X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous and out.flags.c_contiguous
-                 and X.size >= SPLIT_MIN_ELEMENTS)
+        fused = (X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous and out.dtype == np.float64
+                 and out.flags.c_contiguous and X.size >= SPLIT_MIN_ELEMENTS)
         if fused:  # one compiled pass, the same values (each step rounded as NumPy's two)
             from ._kernels._cpl import shift_weight_rows
 
