@@ -125,23 +125,27 @@ def col_moments_split(X: np.ndarray, n_jobs=1) -> tuple[np.ndarray, np.ndarray]:
     from ._kernels._cpl import col_sqdev_rows, col_sums_rows
 
     n, d = X.shape
-    halves = _row_halves(n)
 
     def sums(sl):
         out = np.empty(d)
         col_sums_rows(X, sl.start, sl.stop, out)
         return out
 
-    s = _run_parts(sums, halves, n_jobs)
-    mean = (s[0] + s[1]) / n
+    mean = sum_of_halves(sums, n, n_jobs) / n
 
     def sqdev(sl):
         out = np.empty(d)
         col_sqdev_rows(X, mean, sl.start, sl.stop, out)
         return out
 
-    q = _run_parts(sqdev, halves, n_jobs)
-    return mean, (q[0] + q[1]) / n
+    return mean, sum_of_halves(sqdev, n, n_jobs) / n
+
+
+def sum_of_halves(part, n: int, n_jobs=1):
+    """``part(first half) + part(second half)`` of ``n`` rows (:func:`_row_halves`), the two on up to
+    two threads (``n_jobs``) and added in that order: the same bits for any ``n_jobs``."""
+    a, b = _run_parts(part, _row_halves(n), n_jobs)
+    return a + b
 
 
 def large_moments(X: np.ndarray) -> bool:

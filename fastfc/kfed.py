@@ -239,8 +239,7 @@ def _gram_threads(X: np.ndarray, n_threads: int) -> np.ndarray:
     about 150 ms, a tenth of a one-client fit that a second thread could not share (issue 15)."""
     if X.size < _units.SPLIT_MIN_ELEMENTS or X.shape[0] < 2:
         return X.T @ X
-    parts = _units._run_parts(lambda sl: X[sl].T @ X[sl], _units._row_halves(X.shape[0]), n_threads)
-    return parts[0] + parts[1]
+    return _units.sum_of_halves(lambda sl: X[sl].T @ X[sl], X.shape[0], n_threads)
 
 
 #: LAPACK workspace sizes of ``dsyevr`` by matrix order (what ``scipy.linalg.eigh`` queries on every call)

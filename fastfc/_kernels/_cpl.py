@@ -2646,39 +2646,18 @@ def kmodes_assign(Z, modes, u, labels):
 # a client's standardisation (fastfc._units.standardize_rows), in NumPy's order
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _col_moments(X, z0, z1, mean, var):
-    """``mean[z]``, ``var[z]`` (population) of columns ``z0 .. z1-1`` of ``X`` (n >= 1 rows), as
-    ``X.mean(axis=0)`` and ``X.var(axis=0)`` compute them for a C-contiguous ``X``: every
-    column accumulated row by row from its first row, divided by ``n``; the variance from the
-    squared deviations to that mean. The sums run in a local buffer (no false sharing with a
-    thread writing the neighbouring columns)."""
-    n = X.shape[0]
-    w = z1 - z0
-    m = np.empty(w)
-    v = np.empty(w)
-    for c in range(w):
-        m[c] = X[0, z0 + c]
-    for i in range(1, n):
-        for c in range(w):
-            m[c] += X[i, z0 + c]
-    for c in range(w):
-        m[c] = m[c] / n
-        e = X[0, z0 + c] - m[c]
-        v[c] = e * e
-    for i in range(1, n):
-        for c in range(w):
-            e = X[i, z0 + c] - m[c]
-            v[c] += e * e
-    for c in range(w):
-        mean[z0 + c] = m[c]
-        var[z0 + c] = v[c] / n
-
-
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def col_moments(X, mean, var):
-    """:func:`_col_moments` of every column: ``X`` (n, d) float64 C-contiguous IN, n >= 1;
-    ``mean``, ``var`` (d,) float64 OUT (``X.mean(axis=0)``, ``X.var(axis=0)``, the same bits)."""
-    _col_moments(X, 0, X.shape[1], mean, var)
+    """``mean[z]``, ``var[z]`` (population) of every column of ``X`` (n, d) float64 C-contiguous IN,
+    n >= 1, as ``X.mean(axis=0)`` and ``X.var(axis=0)`` compute them (the same bits): every column
+    summed row by row from its first row (:func:`col_sums_rows` over all rows), divided by ``n``;
+    the variance from the squared deviations to that mean (:func:`col_sqdev_rows`)."""
+    n = X.shape[0]
+    col_sums_rows(X, 0, n, mean)
+    for z in range(X.shape[1]):
+        mean[z] = mean[z] / n
+    col_sqdev_rows(X, mean, 0, n, var)
+    for z in range(X.shape[1]):
+        var[z] = var[z] / n
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
