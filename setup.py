@@ -19,8 +19,8 @@ KERNELS = ["_assign", "_kstar", "_seed", "_sklloyd", "_ward"]
 
 #: kernels whose roundings must be fixed: no fused multiply-add contraction (``_sklloyd`` reproduces
 #: scikit-learn's Lloyd bit for bit, ``_ward`` SciPy's Ward linkage; ``_assign`` has AVX-512/AVX2 clones that
-#: must give the baseline's bits)
-NO_CONTRACTION = {"_sklloyd", "_ward", "_assign"}
+#: must give the baseline's bits, _kstar's subcluster moments NumPy's)
+NO_CONTRACTION = {"_sklloyd", "_ward", "_assign", "_kstar"}
 
 
 def _compiler_has_openmp(cc: str) -> bool:

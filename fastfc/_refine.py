@@ -301,7 +301,7 @@ def client_stats(X: np.ndarray, broadcast: Message, one_shot_labels, n_threads: 
         # two independent one-thread passes (compiled, GIL released): beside each other when the client
         # has two threads and the rows are many (the same values either way)
         if moments is not None and np.shape(moments) == (3, d):
-            counts, sums = label_sums(X, labels, centers)
+            counts, sums = label_sums(X, labels, centers, n_threads)
             stats = np.array(moments, dtype=np.float64)
         else:
             parts = [lambda: label_sums(X, labels, centers), lambda: _units.feature_moments(X)]
@@ -364,18 +364,23 @@ def clients_stats(X_clients: list, broadcast: Message, n_threads: int, seconds: 
     return out
 
 
-def label_sums(X: np.ndarray, labels: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def label_sums(X: np.ndarray, labels: np.ndarray, centers: np.ndarray, n_jobs=1) -> tuple[np.ndarray, np.ndarray]:
     """Per-cluster row counts and sums of labelled rows, in one pass.
 
     The sums are accumulated as ``count * c + sum(x - c)`` around the given centres
     (FeCA's fused :func:`~fastfc._kernels._feca.cluster_stats` kernel), which keeps
-    digits when the coordinates are large against the clusters' spread.
+    digits when the coordinates are large against the clusters' spread. A client of at least
+    :data:`fastfc._units.SPLIT_MIN_ELEMENTS` values is cut into its two fixed row halves
+    (:func:`fastfc._units.sum_of_halves`: a function of the shape only), whose deviation sums
+    are added in that order, the halves on up to two threads: the same bits for any ``n_jobs``.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features), float32 or float64
     labels : ndarray of shape (n_samples,), int64, in ``[0, k)``
     centers : ndarray of shape (k, n_features), float64
+    n_jobs : int or None, default=1
+        Threads of a large client's two halves.
 
     Returns
     -------
@@ -385,12 +390,23 @@ def label_sums(X: np.ndarray, labels: np.ndarray, centers: np.ndarray) -> tuple[
     from ._kernels._feca import cluster_stats
 
     X = np.ascontiguousarray(X) if X.dtype in (np.float32, np.float64) else np.ascontiguousarray(X, np.float64)
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
     k, d = centers.shape
-    counts = np.zeros(k, dtype=np.int64)
-    dev = np.zeros((k, d))
-    scratch = [np.zeros(k) for _ in range(3)]
-    cluster_stats(X, np.ascontiguousarray(labels, dtype=np.int64), centers, counts, dev, *scratch)
-    return counts, counts[:, None] * centers + dev
+
+    def part(sl):
+        counts = np.zeros(k, dtype=np.int64)
+        dev = np.zeros((k, d))
+        scratch = [np.zeros(k) for _ in range(3)]
+        cluster_stats(X[sl], labels[sl], centers, counts, dev, *scratch)
+        # one (k, d + 1) block, so that the halves add as one array: counts exactly, deviations in order
+        return np.concatenate([counts[:, None].astype(np.float64), dev], axis=1)
+
+    if _units.large_moments(X):
+        both = _units.sum_of_halves(part, X.shape[0], n_jobs)
+    else:
+        both = part(slice(None))
+    counts = both[:, 0].astype(np.int64)
+    return counts, counts[:, None] * centers + both[:, 1:]
 
 
 # ------------------------------------------------------------ server side

@@ -112,11 +112,8 @@ _GAP_MAX_POINTS = 2000
 SNP_MAX_ROWS = 2048
 #: cap of the default subcluster budget per client (see ``FedKStarHC.n_micro``)
 MICRO_BUDGET_CAP = 50
-#: :func:`subcluster_statistics` without substitutes reduces all segments at once up to this many values
-#: (three n x d temporaries); larger clients go one subcluster at a time (the same bits either way)
-_STATS_SEGMENT_MAX = 1 << 20
-#: ... and splits the subclusters into two fixed groups on two threads from this many values (when the
-#: client's thread budget has two; the same bits either way)
+#: :func:`subcluster_statistics` runs its subclusters on the client's threads from this many values
+#: (rows x features; the same bits on any number of threads)
 _STATS_SPLIT_MIN = 1 << 17
 #: GCS constants of spec §3.3 (eps_b, eps_n, lambda, alpha_err, beta_err)
 GCS_EPS_B, GCS_EPS_N, GCS_LAMBDA, GCS_ALPHA_ERR, GCS_BETA_ERR = 0.06, 0.002, 200, 0.5, 5e-4
@@ -765,83 +762,35 @@ def subcluster_statistics(
         The rows of ``X`` that ``labels`` label (increasing): the statistics of ``X[rows]`` without
         that copy (the same rows gathered in the same order, so the same bits). ``None``: every row.
     n_threads : int, default=1
-        Without substitutes to draw (no random draws), large clients' subclusters are reduced on up to
-        two threads (two fixed groups of subclusters; each subcluster's sums are those of one
-        thread, so the result does not depend on it).
+        Threads of the moments of a large client (at least ``_STATS_SPLIT_MIN`` values): each
+        subcluster's sums are those of one thread, so the result does not depend on it. The
+        substitute draws run on the calling thread, in subcluster order.
     """
-    Xf = np.asarray(X, dtype=np.float64)
+    Xf = np.ascontiguousarray(X, dtype=np.float64)
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
     k = int(labels.max()) + 1
     d = Xf.shape[1]
-    # stable order of the rows by subcluster (numpy radix-sorts 16-bit keys: O(n))
-    order = np.argsort(labels.astype(np.uint16) if k <= 65536 else labels, kind="stable")
-    if rows is not None:
-        order = np.asarray(rows)[order]
     counts = np.bincount(labels, minlength=k).astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)])
-    denom = np.maximum(counts - 1, 1).astype(np.float64)
+    starts = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    # the rows by subcluster, stably (one counting pass), as row indices of X
+    order = np.empty(labels.shape[0], dtype=np.int64)
+    _kstar.stable_order(labels, starts, order)
+    if rows is not None:
+        order = np.ascontiguousarray(np.asarray(rows, dtype=np.int64)[order])
     n_sub = counts if n_substitutes is None else np.minimum(counts, int(n_substitutes))
     sub_starts = np.concatenate([[0], np.cumsum(n_sub)])
     means = np.empty((k, d))
     radii = np.empty(k)
     stds = np.empty((k, d))
     subs = np.empty((int(sub_starts[-1]), d))
-    first = np.zeros(1, dtype=np.intp)
-    segmented = bool(sub_starts[-1] == 0 and order.shape[0] * d <= _STATS_SEGMENT_MAX)
-    if segmented:
-        # no substitutes drawn and a small client: the segment reductions over all rows sorted by
-        # subcluster at once (the same element-wise steps and the same sequential sums as the loop
-        # below, so the same bits) instead of a dozen NumPy calls per subcluster (issue 15: the
-        # loop was a third of a 1,000-row client's time at k = 50)
-        def segments(gs):
-            # subclusters gs.start .. gs.stop-1: their rows are contiguous in the sorted order, and
-            # every segment's sums are its own (the same bits whatever the other segments are)
-            g0, g1 = gs.start, gs.stop
-            if g1 <= g0:
-                return
-            Xs = Xf[order[starts[g0]:starts[g1]]]
-            seg = starts[g0:g1] - starts[g0]
-            c = counts[g0:g1]
-            means[g0:g1] = np.add.reduceat(Xs, seg, axis=0) / c[:, None]
-            dev = Xs - np.repeat(means[g0:g1], c, axis=0)
-            del Xs
-            sq = dev * dev
-            del dev
-            radii[g0:g1] = np.add.reduceat(np.sqrt(sq.sum(1)), seg) / c
-            stds[g0:g1] = np.sqrt(np.add.reduceat(sq, seg, axis=0) / denom[g0:g1, None])
-
-        if n_threads > 1 and k > 1 and order.shape[0] * d >= _STATS_SPLIT_MIN:
-            # two fixed groups of subclusters (first and second half) on two threads
-            from ._units import _run_parts
-
-            _run_parts(segments, [range(0, k // 2), range(k // 2, k)], n_threads)
-        else:
-            segments(range(0, k))
-    # one subcluster at a time (its rows gathered, then freed): the same sums, in the same order,
-    # as segment reductions over all rows sorted by subcluster, without n x d temporaries
-    def moments(g):
-        a, b = starts[g], starts[g + 1]
-        Xg = Xf[order[a:b]]
-        means[g] = np.add.reduceat(Xg, first, axis=0)[0] / counts[g]
-        dev = Xg - means[g]
-        del Xg
-        sq = dev * dev
-        radii[g] = np.add.reduceat(np.sqrt(sq.sum(1)), first)[0] / counts[g]
-        stds[g] = np.sqrt(np.add.reduceat(sq, first, axis=0)[0] / denom[g])
-        return dev
-
-    threaded = not segmented and sub_starts[-1] == 0 and n_threads > 1 and k > 1
-    if threaded:
-        # nothing to draw: the subclusters are independent; two fixed groups (first and second half
-        # of the subclusters) on two threads (NumPy releases the GIL in the gathers and reductions)
-        from ._units import _run_parts
-
-        def group(gs):
-            for g in gs:
-                moments(g)
-
-        _run_parts(group, [range(0, k // 2), range(k // 2, k)], n_threads)
-    for g in range(0 if segmented or threaded else k):
-        dev = moments(g)
+    # every subcluster's moments in one compiled pass over its rows, subclusters in parallel (each on
+    # one thread: the same bits for any n_threads); the values of NumPy's segment reductions over the
+    # rows sorted by subcluster, without gathering them (issue 15: the gathers and a dozen NumPy
+    # calls per subcluster were a third of a large one-client fit)
+    _kstar.subcluster_moments(Xf, order, starts, means, radii, stds,
+                              n_threads if order.shape[0] * d >= _STATS_SPLIT_MIN else 1)
+    for g in range(k):
         a, b = starts[g], starts[g + 1]
         lo, hi = sub_starts[g], sub_starts[g + 1]
         if hi == lo:
@@ -850,6 +799,7 @@ def subcluster_statistics(
         if b - a == 1:
             subs[lo:hi] = means[g]
             continue
+        dev = Xf[order[a:b]] - means[g]
         cov = dev.T @ dev / (b - a - 1)
         lam, V = np.linalg.eigh(cov)
         subs[lo:hi] = means[g] + z @ (V * np.sqrt(np.clip(lam, 0.0, None))).T

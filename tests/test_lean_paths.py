@@ -201,24 +201,33 @@ def test_distinct_rows_up_to_quick_path_is_np_unique():
         assert _distinct_rows_up_to(X, k) == min(k, np.unique(X, axis=0).shape[0])
 
 
-def test_subcluster_statistics_segments_equal_loop(monkeypatch):
-    """Without substitutes a small client's statistics come from segment reductions over all rows at once
-    (issue 15); the one-subcluster-at-a-time loop of larger clients gives the same bits."""
-    import fastfc.fed_kstar_hc as khc
+@pytest.mark.parametrize("n,d,k", [(5, 2, 5), (300, 3, 7), (1000, 10, 50), (2000, 17, 120), (3000, 7, 2),
+                                   (700, 130, 3), (400, 300, 2), (70000, 2, 3), (9, 8, 1)])
+def test_subcluster_moments_kernel_is_numpys_segment_reductions(n, d, k):
+    """The compiled moments (``_kstar.subcluster_moments``, issue 15) have the bits of NumPy's segment
+    reductions over the rows sorted by subcluster (``plain_subcluster_statistics``), on one and two
+    threads: segments of 1, fewer than 8, up to 128 and more than 128 rows (several halvings at
+    70000 / 3), row norms over fewer than 8, up to 128 and more than 128 features, and values of
+    very different magnitudes and signs."""
+    from fastfc._kernels import _kstar
 
-    rng = np.random.default_rng(4)
-    for n, d, k in [(1000, 10, 50), (300, 3, 7), (5, 2, 5), (2000, 17, 120)]:
-        X = rng.normal(size=(n, d)) * rng.uniform(0.01, 100, d) + rng.uniform(-50, 50, d)
-        labels = rng.integers(0, k, n)
-        labels[:k] = np.arange(k)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            seg = subcluster_statistics(X, labels, np.random.default_rng(1), n_substitutes=0)
-            monkeypatch.setattr(khc, "_STATS_SEGMENT_MAX", -1)
-            loop = subcluster_statistics(X, labels, np.random.default_rng(1), n_substitutes=0)
-            monkeypatch.undo()
-        for a, b in zip(seg, loop):
-            np.testing.assert_array_equal(a, b)
+    rng = np.random.default_rng(n + d + k)
+    X = rng.normal(size=(n, d)) * rng.uniform(0.01, 100, d) * 10.0 ** rng.integers(-6, 7, d) + rng.uniform(-50, 50, d)
+    labels = rng.integers(0, k, n)
+    labels[:k] = np.arange(k)
+    want = plain_subcluster_statistics(X, labels, np.random.default_rng(1), n_substitutes=0)
+    counts = np.bincount(labels, minlength=k)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    order = np.empty(n, dtype=np.int64)
+    _kstar.stable_order(labels.astype(np.int64), starts, order)
+    np.testing.assert_array_equal(order, np.argsort(labels, kind="stable"))
+    for nt in (1, 2):
+        means, radii, stds = np.empty((k, d)), np.empty(k), np.empty((k, d))
+        _kstar.subcluster_moments(X, order, starts, means, radii, stds, nt)
+        stds[counts == 1] = 0.0
+        np.testing.assert_array_equal(means, want[1])
+        np.testing.assert_array_equal(radii, want[2])
+        np.testing.assert_array_equal(stds, want[3])
 
 
 def test_dense_labels_is_unique_inverse():

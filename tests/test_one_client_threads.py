@@ -190,3 +190,37 @@ def test_small_and_large_passes_same_bits_for_any_n_jobs(shape):
     np.testing.assert_array_equal(want[0], got[0])
     for a, b in zip(want[1] + want[2], got[1] + got[2]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_label_sums_halves_for_any_n_jobs(dtype):
+    """A large client's refinement sums (``_refine.label_sums``) are its two fixed row halves' deviation
+    sums added in order -- the same bits for n_jobs 1, 2 and -1 -- and NumPy's per-cluster sums up to
+    rounding; a small client is one pass."""
+    from fastfc import _units
+    from fastfc._refine import label_sums
+
+    rng = np.random.default_rng(11)
+    centers = rng.normal(scale=50.0, size=(7, 9))
+    for n in (50000, 300):
+        labels = rng.integers(7, size=n)
+        X = (centers[labels] + rng.normal(size=(n, 9))).astype(dtype)
+        assert _units.large_moments(X) == (n == 50000)
+        got = [label_sums(X, labels, centers, nj) for nj in (1, 2, -1)]
+        for c, s in got[1:]:
+            np.testing.assert_array_equal(c, got[0][0])
+            np.testing.assert_array_equal(s, got[0][1])
+        counts, sums = got[0]
+        np.testing.assert_array_equal(counts, np.bincount(labels, minlength=7))
+        want = np.stack([X[labels == j].astype(np.float64).sum(axis=0) for j in range(7)])
+        np.testing.assert_allclose(sums, want, rtol=1e-12, atol=1e-9 * np.abs(want).max())
+        if n == 50000:  # the halves' deviation sums (the one-pass kernel's), added in order
+            from fastfc._kernels._feca import cluster_stats
+
+            devs = []
+            for sl in (slice(0, n // 2), slice(n // 2, n)):
+                c, dev = np.zeros(7, dtype=np.int64), np.zeros((7, 9))
+                cluster_stats(np.ascontiguousarray(X[sl]), labels[sl].astype(np.int64), centers, c, dev,
+                              *[np.zeros(7) for _ in range(3)])
+                devs.append(dev)
+            np.testing.assert_array_equal(sums, counts[:, None] * centers + (devs[0] + devs[1]))

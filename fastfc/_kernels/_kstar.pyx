@@ -24,6 +24,7 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.math cimport sqrt, pow, fabs, INFINITY
 from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport malloc, free
 
 ctypedef fused floating:
     float
@@ -497,3 +498,197 @@ def merge_loop(
                 while g >= 0:
                     owner[g] = i
                     g = nxt[g]
+
+
+# ---------------------------------------------------- subcluster statistics
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define FASTFC_PREFETCH(p) __builtin_prefetch((const void *)(p))
+    #else
+    #define FASTFC_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void FASTFC_PREFETCH(const double* p) noexcept nogil
+
+#: rows ahead whose cache lines a gather requests before it reads them (the rows of a subcluster are
+#: scattered over X: without the hint each one is a wait on memory)
+cdef enum:
+    _PREFETCH_AHEAD = 16
+
+cdef double _pw_vec(const double* a, Py_ssize_t n) noexcept nogil:
+    """NumPy's pairwise sum of ``a[0:n]`` (the order of ``np.sum`` over a contiguous axis): a plain
+    loop from 0.0 below 8 terms, 8 accumulators up to 128, halves (rounded down to a multiple of 8)
+    above."""
+    cdef Py_ssize_t t, m, n2
+    cdef double res, r0, r1, r2, r3, r4, r5, r6, r7
+    if n < 8:
+        res = 0.0
+        for t in range(n):
+            res = res + a[t]
+        return res
+    if n <= 128:
+        r0 = a[0]
+        r1 = a[1]
+        r2 = a[2]
+        r3 = a[3]
+        r4 = a[4]
+        r5 = a[5]
+        r6 = a[6]
+        r7 = a[7]
+        m = n - n % 8
+        for t in range(8, m, 8):
+            r0 = r0 + a[t]
+            r1 = r1 + a[t + 1]
+            r2 = r2 + a[t + 2]
+            r3 = r3 + a[t + 3]
+            r4 = r4 + a[t + 4]
+            r5 = r5 + a[t + 5]
+            r6 = r6 + a[t + 6]
+            r7 = r7 + a[t + 7]
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for t in range(m, n):
+            res = res + a[t]
+        return res
+    n2 = n // 2
+    n2 = n2 - n2 % 8
+    return _pw_vec(a, n2) + _pw_vec(a + n2, n - n2)
+
+
+cdef inline double _row_values(const double[:, ::1] X, const int64_t[::1] order, Py_ssize_t t,
+                               const double* mean, double* val) noexcept nogil:
+    """``val = X[r]`` (``mean`` NULL), else ``val = (X[r] - mean) ** 2``, for the row ``r = order[t]``,
+    returning ``sqrt(val.sum())`` summed as NumPy's ``(dev * dev).sum(1)`` (0 when ``mean`` is NULL).
+    The row ``_PREFETCH_AHEAD`` places later in ``order`` is requested from memory meanwhile."""
+    cdef Py_ssize_t z, d = X.shape[1], r = order[t], ahead = t + _PREFETCH_AHEAD
+    cdef double e
+    if ahead < order.shape[0]:
+        FASTFC_PREFETCH(&X[order[ahead], 0])
+        FASTFC_PREFETCH(&X[order[ahead], d - 1])
+    if mean == NULL:
+        for z in range(d):
+            val[z] = X[r, z]
+        return 0.0
+    for z in range(d):
+        e = X[r, z] - mean[z]
+        val[z] = e * e
+    return sqrt(_pw_vec(val, d))
+
+
+cdef void _pw_rows(const double[:, ::1] X, const int64_t[::1] order, Py_ssize_t s, Py_ssize_t n,
+                   const double* mean, double* out, double* acc, double* stk) noexcept nogil:
+    """NumPy's pairwise sum over the rows ``order[s:s+n]`` (n >= 1) of every column of their values
+    (:func:`_row_values`), the order ``np.add.reduceat`` uses along axis 0 after a segment's first row,
+    into ``out[0:d]``; with ``mean``, ``out[d]`` gets the same sum of the rows' norms. ``acc``: scratch
+    of 9 (d + 1) values; ``stk``: (d + 1) values per halving level below this one."""
+    cdef Py_ssize_t d = X.shape[1], w = X.shape[1] + 1, j, t, z, m, n2
+    cdef double* val = acc + 8 * w
+    if n < 8:
+        for z in range(w):
+            out[z] = 0.0
+        for t in range(s, s + n):
+            val[d] = _row_values(X, order, t, mean, val)
+            for z in range(w):
+                out[z] = out[z] + val[z]
+        return
+    if n <= 128:
+        for j in range(8):
+            acc[j * w + d] = _row_values(X, order, s + j, mean, acc + j * w)
+        m = n - n % 8
+        for t in range(s + 8, s + m, 8):
+            for j in range(8):
+                val[d] = _row_values(X, order, t + j, mean, val)
+                for z in range(w):
+                    acc[j * w + z] = acc[j * w + z] + val[z]
+        for z in range(w):
+            out[z] = (((acc[z] + acc[w + z]) + (acc[2 * w + z] + acc[3 * w + z]))
+                      + ((acc[4 * w + z] + acc[5 * w + z]) + (acc[6 * w + z] + acc[7 * w + z])))
+        for t in range(s + m, s + n):
+            val[d] = _row_values(X, order, t, mean, val)
+            for z in range(w):
+                out[z] = out[z] + val[z]
+        return
+    n2 = n // 2
+    n2 = n2 - n2 % 8
+    _pw_rows(X, order, s, n2, mean, out, acc, stk + w)
+    _pw_rows(X, order, s + n2, n - n2, mean, stk, acc, stk + w)
+    for z in range(w):
+        out[z] = out[z] + stk[z]
+
+
+cdef void _one_subcluster(const double[:, ::1] X, const int64_t[::1] order, Py_ssize_t a, Py_ssize_t m,
+                          double[:, ::1] means, double[::1] radii, double[:, ::1] stds, Py_ssize_t g,
+                          double* buf) noexcept nogil:
+    cdef Py_ssize_t d = X.shape[1], w = X.shape[1] + 1, z
+    cdef double* first = buf
+    cdef double* rest = buf + w
+    cdef double* acc = buf + 2 * w
+    cdef double* stk = buf + 11 * w
+    cdef double* mu = buf + 75 * w
+    cdef double denom = <double>(m - 1) if m > 1 else 1.0
+    # means: the segment's first row plus the pairwise sum of the others, over the count
+    first[d] = _row_values(X, order, a, NULL, first)
+    if m > 1:
+        _pw_rows(X, order, a + 1, m - 1, NULL, rest, acc, stk)
+        for z in range(d):
+            first[z] = first[z] + rest[z]
+    for z in range(d):
+        mu[z] = first[z] / <double>m
+        means[g, z] = mu[z]
+    # squared deviations (per feature) and row norms, summed the same way
+    first[d] = _row_values(X, order, a, mu, first)
+    if m > 1:
+        _pw_rows(X, order, a + 1, m - 1, mu, rest, acc, stk)
+        for z in range(w):
+            first[z] = first[z] + rest[z]
+    radii[g] = first[d] / <double>m
+    for z in range(d):
+        stds[g, z] = sqrt(first[z] / denom)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def subcluster_moments(const double[:, ::1] X, const int64_t[::1] order, const int64_t[::1] starts,
+                       double[:, ::1] means, double[::1] radii, double[:, ::1] stds, int n_threads=1):
+    """Mean, mean distance to the mean and per-feature standard deviation (ddof 1) of every subcluster.
+
+    Subcluster ``g`` holds the rows ``order[starts[g]:starts[g + 1]]`` (at least one) of ``X``. Each
+    value has the bits of NumPy's segment reductions over the rows gathered in that order
+    (``Xs = X[order]``, ``seg = starts[:-1]``): ``means = np.add.reduceat(Xs, seg, axis=0) / counts``,
+    ``dev = Xs - np.repeat(means, counts, axis=0)``, ``radii = np.add.reduceat(np.sqrt((dev * dev).sum(1)),
+    seg) / counts``, ``stds = np.sqrt(np.add.reduceat(dev * dev, seg, axis=0) / max(counts - 1, 1))``
+    (a segment's first row, plus NumPy's pairwise sum of its other rows), without gathering the rows.
+    Subclusters run in parallel on up to ``n_threads`` OpenMP threads, each on one thread: the
+    result does not depend on the thread count. ``means``, ``stds`` (k, d) and ``radii`` (k,) OUT.
+    """
+    cdef Py_ssize_t k = starts.shape[0] - 1, w = X.shape[1] + 1, g
+    cdef int nt = max(n_threads, 1)
+    cdef double* buf
+    cdef bint failed = False
+    with nogil:
+        for g in prange(k, schedule="dynamic", num_threads=nt):
+            # scratch: the segment's sums (w), the rest's (w), 9 w accumulators, 64 halving levels, the mean
+            buf = <double*>malloc(76 * w * sizeof(double))
+            if buf == NULL:
+                failed = True
+            else:
+                _one_subcluster(X, order, starts[g], starts[g + 1] - starts[g], means, radii, stds, g, buf)
+                free(buf)
+    if failed:
+        raise MemoryError("subcluster_moments: could not allocate a scratch buffer")
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def stable_order(const int64_t[::1] labels, const int64_t[::1] starts, int64_t[::1] order):
+    """``order = np.argsort(labels, kind="stable")`` by one counting pass: ``starts`` (k + 1,) are the
+    offsets of each label's run (``concatenate([[0], cumsum(bincount(labels))])``). ``order`` (n,) OUT."""
+    cdef Py_ssize_t n = labels.shape[0], k = starts.shape[0] - 1, i, g
+    cdef int64_t[::1] pos = np.empty(max(k, 1), dtype=np.int64)
+    with nogil:
+        for g in range(k):
+            pos[g] = starts[g]
+        for i in range(n):
+            g = labels[i]
+            order[pos[g]] = i
+            pos[g] += 1
