@@ -230,6 +230,39 @@ def test_subcluster_moments_kernel_is_numpys_segment_reductions(n, d, k):
         np.testing.assert_array_equal(stds, want[3])
 
 
+@pytest.mark.parametrize("n,d,k", [(1, 1, 1), (500, 3, 7), (20000, 50, 20), (3000, 130, 2)])
+def test_label_row_sums_is_add_at(n, d, k):
+    """``_kstar.label_row_sums`` over a row range has the bits of ``np.add.at(sums, labels, X)`` on those
+    rows -- each label's rows added in row order -- with a label without rows; Fed-k*-HC's piece means
+    (``_means``, issue 15) are those sums over the count, of the two fixed row halves added in order for a
+    large client, the same bits for n_threads 1 and 2."""
+    from fastfc import _units
+    from fastfc._kernels import _kstar
+    from fastfc.fed_kstar_hc import _means
+
+    rng = np.random.default_rng(n + d)
+    X = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-5, 6, d) + rng.uniform(-1e3, 1e3, d)
+    labels = rng.integers(0, k, n)
+    if k > 1:
+        labels[labels == k - 1] = 0  # the last label has no row: its sums stay zero
+    cuts = [(0, n), (0, n // 2), (n // 2, n)]
+    for i0, i1 in cuts:
+        want = np.zeros((k, d))
+        np.add.at(want, labels[i0:i1], X[i0:i1])
+        got = np.zeros((k, d))
+        _kstar.label_row_sums(X, labels, got, i0, i1)
+        np.testing.assert_array_equal(got, want)
+    halves = _units.large_moments(X)
+    sums = np.zeros((k, d))
+    for i0, i1 in (cuts[1:] if halves else cuts[:1]):
+        part = np.zeros((k, d))
+        np.add.at(part, labels[i0:i1], X[i0:i1])
+        sums = sums + part
+    want = sums / np.maximum(np.bincount(labels, minlength=k), 1)[:, None]
+    for nt in (1, 2):
+        np.testing.assert_array_equal(_means(X, labels, k, nt), want)
+
+
 def test_dense_labels_is_unique_inverse():
     from fastfc.fed_kstar_hc import _dense_labels
 
