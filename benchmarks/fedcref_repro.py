@@ -11,7 +11,9 @@ Reported per run: ACC init / end (mean over clients of the Hungarian ACC of the 
 |G| against the ideal (classes held by >= 2 clients), wrong associations (% of the last graph's
 edges joining clusters matched to different classes), isolated clusters start -> end, iterations,
 wall time and the share of each phase (local training, association = cross-evaluation + scores,
-FedAvg, refinement), and the reconstruction errors computed / served by the cross-evaluation cache.
+FedAvg, refinement), the reconstruction errors computed / served by the cross-evaluation cache, and the
+association test's threshold of every iteration (``FedCRef.association_thresholds_``; files before
+2026-11-29 lack that column).
 
 ``--association`` picks FedCRef's association test: ``ratio`` (the default, fastfc's default
 ``FedCRef(association="ratio")``, not in the paper; ``--ratio-threshold``) or ``paper`` (the paper's
@@ -52,6 +54,11 @@ PAPER = {
 }
 
 
+def _threshold(text: str):
+    """``--ratio-threshold``: ``auto`` or a number."""
+    return "auto" if text == "auto" else float(text)
+
+
 def one_run(X, y, d, seed, args, assoc="learned"):
     from fastfc.datasets import dirty_labels, simulate_fedcref_clients
     from fastfc.fedcref import FedCRef, fedcref_scores
@@ -71,7 +78,7 @@ def one_run(X, y, d, seed, args, assoc="learned"):
     sc = fedcref_scores(est, yc)
     sc.update(seconds=secs, iterations=est.n_iter_, isolated_start=int(sum(est.n_local_clusters_)),
               phases=dict(est.phase_seconds_), mb_up=est.bytes_up_.sum() / 1e6, mb_down=est.bytes_down_.sum() / 1e6,
-              evals=dict(est.error_evals_))
+              evals=dict(est.error_evals_), thresholds=np.asarray(est.association_thresholds_))
     return sc
 
 
@@ -96,8 +103,8 @@ def run(args) -> int:
           "the true classes, experiments only).\n")
     print("| dirtiness | associations | run | ACC init | ACC end | \\|G\\| / ideal | wrong ass. (%) | "
           "isolated start → end | iterations | time (s) | local / assoc / FedAvg / refine (% of time) | MB up / down | "
-          "cross-eval errors computed / cached (M) | refine errors computed / cached (M) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "cross-eval errors computed / cached (M) | refine errors computed / cached (M) | thresholds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for d in dirt:
         seeds = [int(v) for v in args.seeds.split(",")] if args.seeds else list(range(args.runs))
@@ -114,7 +121,8 @@ def run(args) -> int:
                   f"{sc['ideal_groups']} | {wrong} | {sc['isolated_start']} → {sc['n_isolated']} | "
                   f"{sc['iterations']} | {sc['seconds']:.0f} | {shares} | {sc['mb_up']:.0f} / {sc['mb_down']:.0f} | "
                   f"{ev['cross_eval_computed'] / 1e6:.2f} / {ev['cross_eval_reused'] / 1e6:.2f} | "
-                  f"{ev['refine_computed'] / 1e6:.2f} / {ev['refine_reused'] / 1e6:.2f} |",
+                  f"{ev['refine_computed'] / 1e6:.2f} / {ev['refine_reused'] / 1e6:.2f} | "
+                  f"{', '.join(f'{t:.3g}' for t in sc['thresholds'])} |",
                   flush=True)
     print("\n## Means next to the paper (Tables 5 and 6, Fashion-MNIST)\n")
     print("| dirtiness | associations | ACC init (ours / paper) | ACC end (ours / paper) | \\|G\\| (ours / paper, of 10) | "
@@ -156,8 +164,9 @@ def main(argv=None) -> int:
     ap.add_argument("--association", default="ratio", choices=("paper", "ratio"),
                     help="FedCRef's association test: the median error ratio (fastfc's default) or the paper's "
                          "(spec §3.3, with --theta)")
-    ap.add_argument("--ratio-threshold", type=float, default=1.2,
-                    help="threshold of --association ratio")
+    ap.add_argument("--ratio-threshold", type=_threshold, default="auto",
+                    help="threshold of --association ratio: a number or auto (FedCRef's default since "
+                         "2026-11-29; results files before it ran 1.2, the default then)")
     return run_with_out(ap, argv, run)
 
 

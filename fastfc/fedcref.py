@@ -56,6 +56,7 @@ __all__ = [
     "FedCRef", "fedcref_scores", "fedcref_perfect_baseline", "self_accuracy", "plateau",
     "FedCRefModels", "FedCRefModelSet", "FedCRefScores", "FedCRefTrainTask", "FedCRefTrainUpdate",
     "FedCRefGroupModels", "FedCRefStatus", "FedCRefProceed", "FedCRefFinal", "UnlinkedClustersWarning",
+    "sibling_ratio_min", "auto_ratio_threshold", "RATIO_FLOOR",
 ]
 
 
@@ -401,6 +402,54 @@ def _cached_errors(models: np.ndarray, lay: _ae.Layout, X: np.ndarray, n_threads
     return E, int(reuse.sum())
 
 
+#: ``ratio_threshold="auto"`` never goes below this (the fixed threshold that makes no wrong edge with the
+#: paper's AE on Fashion-MNIST, clean or dirty clusters)
+RATIO_FLOOR = 1.2
+
+
+def sibling_ratio_min(scores: dict, clients: list, eligible: dict, col: dict) -> float:
+    """Smallest two-way median error ratio between two clusters of one client (``inf`` if none).
+
+    Parameters
+    ----------
+    scores : dict of client -> ndarray of shape (n_local_clusters, n_models)
+        Each client's median ``E_ext / E_own`` of every model of the model set on each of its clusters.
+    clients : list
+        The clients that scored.
+    eligible : dict of client -> set of int
+        The clusters of each client that take part in association (``>= min_assoc_size`` rows).
+    col : dict of (owner, cluster) -> int
+        The model-set column of each cluster's model.
+
+    Returns
+    -------
+    float
+        ``min over clients c and clusters q != p of c of max(scores[c][q, col[c, p]],
+        scores[c][p, col[c, q]])``: how alike the two most alike clusters of one client look to each
+        other's models. A client's clusters are meant to be different distributions, so this is a
+        label-free level of "different" measured with the same AEs and data as the association test.
+    """
+    best = np.inf
+    for c in clients:
+        qs = sorted(eligible[c])
+        S = scores[c]
+        for a_pos, q in enumerate(qs):
+            for p in qs[a_pos + 1:]:
+                if (c, q) in col and (c, p) in col:
+                    best = min(best, max(float(S[q, col[(c, p)]]), float(S[p, col[(c, q)]])))
+    return best
+
+
+def auto_ratio_threshold(sibling_min: float) -> float:
+    """``ratio_threshold="auto"``: ``max(RATIO_FLOOR, sqrt(sibling_min))`` -- the geometric midpoint
+    between 1 (a cluster against a model of the same distribution, up to the AEs' generalisation gap)
+    and the closest pair known to differ (:func:`sibling_ratio_min`), never below the fixed default;
+    ``RATIO_FLOOR`` when there is no such pair (every client one cluster) or it is not finite."""
+    if not np.isfinite(sibling_min) or sibling_min <= 0:
+        return RATIO_FLOOR
+    return float(max(RATIO_FLOOR, np.sqrt(sibling_min)))
+
+
 def _cluster_index(labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(labels, kind="stable").astype(np.int64)
     starts = np.searchsorted(labels[order], np.arange(k + 1)).astype(np.int64)
@@ -461,17 +510,32 @@ class FedCRef(BaseFederatedClusterer):
         on the same models (every seed and dirtiness), nor on digits with tiny AEs
         (``fedcref_assoc_cal_digits_*.md``), and it fails safe: a threshold too small for the AE
         leaves clusters unlinked instead of merging classes.
-    ratio_threshold : float, default=1.2
+    ratio_threshold : float or "auto", default="auto"
         Threshold of ``association="ratio"`` (unused by the paper's test). Same-class ratios sit
         above 1 by the AEs' generalisation gap (own model on its training rows, received model
-        on unseen ones) and by the spread between independently trained models, so, like
-        ``theta``, the best value depends on the AE and its training: 1.2 suits the paper's AE
-        on Fashion-MNIST (same-class median 1.14, different-class 10th percentile 1.74 on clean
+        on unseen ones) and by the spread between independently trained models, so the best fixed
+        value depends on the AE, its training and the data: 1.2 suits the paper's AE on
+        Fashion-MNIST (same-class median 1.14, different-class 10th percentile 1.74 on clean
         clusters; 1.20 and 1.44 at dirtiness 0.3), while tiny, quickly trained AEs (the digits
         tests': 64 features, hidden 32-16-32, ~80 rows per cluster) show same-class ratios of
-        1.2-1.6 and link more of the same-class pairs at 1.5. Too small a value only leaves
-        clusters unlinked; a threshold calibrated on held-out rows does not remove this
-        dependence (``benchmarks/results/fedcref_assoc_cal_*.md``).
+        1.2-1.6, and small low-dimensional data far more (three clients of well-separated 4-D blobs,
+        33 rows per cluster: 1.3-1.7, so 1.2 left 9 of 9 clusters unlinked).
+
+        ``"auto"`` (default, **not in the paper**) derives it, every iteration and without labels,
+        from the scores the clients already send: ``max(RATIO_FLOOR, sqrt(s))`` (``RATIO_FLOOR`` =
+        1.2), where ``s`` is the smallest two-way ratio between two clusters of one client
+        (:func:`sibling_ratio_min`): a client's clusters are meant to differ, so ``s`` is the level
+        of "different" for these AEs on this data, and the threshold sits at the geometric midpoint
+        between it and 1. On clean clusters it rises (1.20-1.23 on Fashion-MNIST with the paper's
+        AE, 1.69-1.80 on digits with tiny AEs, 7-9 on the blobs above) and links more same-class
+        pairs with no wrong edge on the measured cases (first graph:
+        ``benchmarks/results/fedcref_assoc_auto_*.md``; whole fits:
+        ``benchmarks/results/fedcref_auto_threshold.md``); on dirty clusters, whose siblings look
+        alike, it stays at the floor, the fixed default before. Its risk: when two classes that are
+        close never share a client while every client's own clusters are far apart, ``s`` says
+        nothing about them; that case made no wrong edge in the measured cases, but a fixed float
+        is the safer choice where it is likely. A float fixes the threshold for every iteration
+        (1.2 reproduces the previous default). :attr:`association_thresholds_` records the values.
     max_iter : int, default=30
         Most FedCRef iterations.
     local_epochs : int, default=20
@@ -548,6 +612,11 @@ class FedCRef(BaseFederatedClusterer):
         Each isolated cluster's closest two-way score (the larger of the two directions) to a
         cluster of another client under the association test in use; ``inf`` when none was scored
         (fewer than ``min_assoc_size`` rows, or the perfect-association baseline).
+    association_thresholds_ : ndarray of shape (n_iter_,), float
+        The threshold each association graph was tested against: ``theta`` (paper's test), the fixed
+        ``ratio_threshold``, or the one ``ratio_threshold="auto"`` derived from that iteration's scores.
+    association_threshold_ : float
+        The last of them (NaN before any association).
     history_ : dict of ndarray
         Per iteration (ACC-free): ``n_groups``, ``n_isolated``, ``n_edges``, ``n_active``
         (clients not stable after the refinement), ``n_refined`` (clients that refined),
@@ -573,7 +642,7 @@ class FedCRef(BaseFederatedClusterer):
         "tau": [Interval(Real, 0, 1, closed="both")],
         "match_policy": [StrOptions({"best", "first", "all"})],
         "association": [StrOptions({"ratio", "paper"})],
-        "ratio_threshold": [Interval(Real, 0, None, closed="left")],
+        "ratio_threshold": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "local_epochs": [Interval(Integral, 0, None, closed="left")],
         "fl_rounds": [Interval(Integral, 1, None, closed="left")],
@@ -603,7 +672,7 @@ class FedCRef(BaseFederatedClusterer):
 
     def __init__(self, n_local_clusters=None, *, init_labels=None, alpha: float = 75.0, theta: float = 0.2,
                  tau: float = 0.8, match_policy: str = "best", association: str = "ratio",
-                 ratio_threshold: float = 1.2, max_iter: int = 30, local_epochs: int = 20,
+                 ratio_threshold: float | str = "auto", max_iter: int = 30, local_epochs: int = 20,
                  fl_rounds: int = 15, fl_epochs: int = 7, fl_first_epochs: int = 2,
                  hidden_layer_sizes=(100, 64, 32, 64, 100), batch_size: int = 32, learning_rate: float = 1e-3,
                  early_stopping: bool = True, min_assoc_size: int = 10, tol_G: float = 0.1, tol_I: float = 0.1,
@@ -968,6 +1037,17 @@ class FedCRef(BaseFederatedClusterer):
         }
         return broadcasts, type(state)(method=state.method, round=0, model=None, values=values), False
 
+    def _threshold(self, scores: dict, clients: list, eligible: dict, col: dict) -> float:
+        """The association test's threshold for this graph: ``theta`` (paper), a fixed ``ratio_threshold``,
+        or ``"auto"``: ``max(RATIO_FLOOR, sqrt(s))`` with ``s`` the smallest two-way median error ratio
+        between two clusters of one client (:func:`sibling_ratio_min`; ``RATIO_FLOOR`` when no client has
+        two clusters to compare)."""
+        if self.association != "ratio":
+            return float(self.theta)
+        if not (isinstance(self.ratio_threshold, str) and self.ratio_threshold == "auto"):
+            return float(self.ratio_threshold)
+        return auto_ratio_threshold(sibling_ratio_min(scores, clients, eligible, col))
+
     def _associate(self, uploads, values):
         """Graph of Phase 2-3 from the clients' scores: (edges list, groups list of vertex lists, cluster_global).
 
@@ -980,7 +1060,8 @@ class FedCRef(BaseFederatedClusterer):
         scores = {u.client: np.asarray(u.scores) for u in uploads}
         clients = sorted(c for c in scores if c in cache)
         eligible = {c: {int(q) for q in cache[c][1] if cache[c][2][q] >= self.min_assoc_size} for c in clients}
-        theta = float(self.ratio_threshold if self.association == "ratio" else self.theta)
+        theta = self._threshold(scores, clients, eligible, col)
+        values["thresholds"] = list(values.get("thresholds", [])) + [theta]
         edges = []
         oracle = {u.client: np.asarray(u.oracle_classes) for u in uploads} if self.oracle_labels is not None \
             else None
@@ -1179,6 +1260,9 @@ class FedCRef(BaseFederatedClusterer):
         self.edges_ = np.array(v.get("edges", []), dtype=np.int64).reshape(-1, 4)
         self.isolated_clusters_ = np.array([r[:3] for r in v.get("isolated", [])], dtype=np.int64).reshape(-1, 3)
         self.isolated_scores_ = np.array([r[3] for r in v.get("isolated", [])], dtype=np.float64)
+        self.association_thresholds_ = np.array(v.get("thresholds", []), dtype=np.float64)
+        self.association_threshold_ = (float(self.association_thresholds_[-1]) if self.association_thresholds_.size
+                                       else float(np.nan))
         keys = ("n_groups", "n_isolated", "n_edges", "n_active", "n_refined", "n_frozen")
         self.history_ = {k: np.array([h.get(k, -1) for h in v["history"]], dtype=np.int64) for k in keys}
         self.n_iter_ = len(v["history"])
@@ -1205,8 +1289,13 @@ class FedCRef(BaseFederatedClusterer):
             split = "the rows that a client's own model explains in them carry a global id only that client uses"
         small = int(np.sum(self.isolated_clusters_[:, 2] < self.min_assoc_size))
         scored = self.isolated_scores_[np.isfinite(self.isolated_scores_)]
+        used = self.association_threshold_
         if self.association == "ratio":
-            test, knob = f"ratio_threshold={self.ratio_threshold:g} (median error ratio)", "raise ratio_threshold"
+            if isinstance(self.ratio_threshold, str):
+                test = f"ratio_threshold='auto' (= {used:.3g} here; median error ratio)"
+                knob = f"set ratio_threshold above {used:.3g}"
+            else:
+                test, knob = f"ratio_threshold={used:g} (median error ratio)", "raise ratio_threshold"
         else:
             test, knob = f"theta={self.theta:g} (the paper's test)", "raise theta"
         msg = (f"FedCRef: {n_iso} of {n_all} local clusters found no partner in another client, and {split} "
@@ -1216,8 +1305,7 @@ class FedCRef(BaseFederatedClusterer):
                     f"{test}: a cluster unique to its client is rightly alone, but if these share a distribution "
                     f"with another client's cluster, {knob} or train the autoencoders longer (isolated_scores_ "
                     "lists each one's closest score).")
-        theta = float(self.ratio_threshold if self.association == "ratio" else self.theta)
-        passed = int(np.sum(scored <= theta)) if self.oracle_labels is None else 0
+        passed = int(np.sum(scored <= used)) if self.oracle_labels is None else 0
         if passed and self.match_policy != "all":
             msg += (f" {passed} of them passed the test with a cluster of another client and still got no edge: "
                     f"match_policy={self.match_policy!r} links each cluster to one partner per other client, so "

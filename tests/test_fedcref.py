@@ -3,6 +3,7 @@ labels, the public round API, and the data tools of the paper's simulation."""
 from __future__ import annotations
 
 import gzip
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -196,10 +197,59 @@ def test_ratio_association_uses_ratio_threshold_not_theta():
     assert _graph([s0, s1], sizes, "all", theta=1.2)[0] == [(0, 0, 1, 0)]
 
 
+def test_auto_ratio_threshold_is_the_sibling_midpoint():
+    """ratio_threshold="auto" tests every graph against max(1.2, sqrt(s)), s the smallest two-way ratio
+    between two clusters of one client (both directions, the larger counts): far-apart siblings raise it
+    (a cross-client pair at 3.0 links), alike siblings or none leave the floor 1.2 (it does not)."""
+    from fastfc.fedcref import RATIO_FLOOR, auto_ratio_threshold
+
+    # columns a0 a1 b0 b1; siblings a0/a1: 9 one way, 16 the other -> s = 16 -> threshold 4
+    s0 = [[1, 9, 3.0, 50], [16, 1, 50, 2.5]]
+    s1 = [[2.9, 40, 1, 30], [45, 2.0, 25, 1]]
+    sizes = [[20, 20], [20, 20]]
+    edges, groups, _, _ = _graph([s0, s1], sizes, "best", association="ratio", ratio_threshold="auto")
+    assert edges == [(0, 0, 1, 0), (0, 1, 1, 1)] and len(groups) == 2
+    assert _graph([s0, s1], sizes, "best", association="ratio", ratio_threshold=1.2)[0] == []
+    # client 1's siblings alike (1.1 both ways): s = 1.1, below the floor -> 1.2 -> nothing links
+    s1_alike = [[2.9, 40, 1, 1.1], [45, 2.0, 1.1, 1]]
+    assert _graph([s0, s1_alike], sizes, "best", association="ratio", ratio_threshold="auto")[0] == []
+    # one cluster per client: no sibling pair, the floor
+    assert _graph([[[1, 1.5]], [[1.5, 1]]], [[20], [20]], "best", association="ratio",
+                  ratio_threshold="auto")[0] == []
+    assert auto_ratio_threshold(np.inf) == RATIO_FLOOR == auto_ratio_threshold(1.0)
+    assert auto_ratio_threshold(16.0) == 4.0
+
+
+def test_auto_ratio_threshold_links_well_separated_blobs():
+    """Three IID clients of three well-separated 4-D blobs (the user audit's base case, min-max scaled): the
+    fixed 1.2 left every cluster unlinked (ARI 0.394, nine ids for three blobs); "auto" derives a threshold
+    from the far-apart siblings, finds the three shared distributions and warns about nothing."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from fastfc.fedcref import UnlinkedClustersWarning
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 100)
+    centres = np.zeros((3, 4))
+    centres[[0, 1, 2], [0, 1, 2]] = 30.0
+    X = centres[y] + rng.normal(size=(300, 4))
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    ids = np.arange(300) % 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnlinkedClustersWarning)
+        est = FedCRef(n_local_clusters=3, random_state=0, n_jobs=1).fit(X, client_ids=ids)
+    assert est.n_distributions_ == 3 and est.isolated_clusters_.shape == (0, 3)
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    assert (est.association_thresholds_ > 4.0).all() and est.association_threshold_ == est.association_thresholds_[-1]
+    with pytest.warns(UnlinkedClustersWarning):
+        fixed = FedCRef(n_local_clusters=3, random_state=0, n_jobs=1, ratio_threshold=1.2).fit(X, client_ids=ids)
+    assert adjusted_rand_score(y, fixed.labels_) < 0.9 and (fixed.association_thresholds_ == 1.2).all()
+
+
 def test_default_association_is_the_ratio_test():
     """The default test is the median error ratio (not in the paper); the paper's is association="paper"."""
     est = FedCRef()
-    assert est.association == "ratio" and est.ratio_threshold == 1.2
+    assert est.association == "ratio" and est.ratio_threshold == "auto"
 
 
 def test_paper_association_end_to_end_on_digits():
@@ -500,6 +550,7 @@ def test_unlinked_warning_explains_a_passing_cluster_left_alone_by_match_policy(
         est.isolated_scores_ = np.array([1.05, 4.0])
         est.cluster_global_ = [np.array([0, 2]), np.array([0, 1])]
         est.n_distributions_, est.n_clusters_ = 1, 3
+        est.association_threshold_ = 1.2
         labels = [np.r_[np.zeros(50, int), np.full(50, 2)], np.r_[np.zeros(40, int), np.ones(40, int)]]
         with pytest.warns(UnlinkedClustersWarning) as rec:
             est._check_rounds_result(labels)
