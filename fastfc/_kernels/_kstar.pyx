@@ -26,6 +26,8 @@ from libc.math cimport sqrt, pow, fabs, INFINITY
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport malloc, free
 
+from fastfc._kernels._pairwise cimport pairwise_sum
+
 ctypedef fused floating:
     float
     double
@@ -516,45 +518,6 @@ cdef extern from *:
 cdef enum:
     _PREFETCH_LINES = 128
 
-cdef double _pw_vec(const double* a, Py_ssize_t n) noexcept nogil:
-    """NumPy's pairwise sum of ``a[0:n]`` (the order of ``np.sum`` over a contiguous axis): a plain
-    loop from 0.0 below 8 terms, 8 accumulators up to 128, halves (rounded down to a multiple of 8)
-    above."""
-    cdef Py_ssize_t t, m, n2
-    cdef double res, r0, r1, r2, r3, r4, r5, r6, r7
-    if n < 8:
-        res = 0.0
-        for t in range(n):
-            res = res + a[t]
-        return res
-    if n <= 128:
-        r0 = a[0]
-        r1 = a[1]
-        r2 = a[2]
-        r3 = a[3]
-        r4 = a[4]
-        r5 = a[5]
-        r6 = a[6]
-        r7 = a[7]
-        m = n - n % 8
-        for t in range(8, m, 8):
-            r0 = r0 + a[t]
-            r1 = r1 + a[t + 1]
-            r2 = r2 + a[t + 2]
-            r3 = r3 + a[t + 3]
-            r4 = r4 + a[t + 4]
-            r5 = r5 + a[t + 5]
-            r6 = r6 + a[t + 6]
-            r7 = r7 + a[t + 7]
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        for t in range(m, n):
-            res = res + a[t]
-        return res
-    n2 = n // 2
-    n2 = n2 - n2 % 8
-    return _pw_vec(a, n2) + _pw_vec(a + n2, n - n2)
-
-
 cdef inline double _row_values(const double[:, ::1] X, const int64_t[::1] order, Py_ssize_t t,
                                const double* mean, double* val) noexcept nogil:
     """``val = X[r]`` (``mean`` NULL), else ``val = (X[r] - mean) ** 2``, for the row ``r = order[t]``,
@@ -575,7 +538,7 @@ cdef inline double _row_values(const double[:, ::1] X, const int64_t[::1] order,
     for z in range(d):
         e = X[r, z] - mean[z]
         val[z] = e * e
-    return sqrt(_pw_vec(val, d))
+    return sqrt(pairwise_sum(val, d))
 
 
 cdef void _pw_rows(const double[:, ::1] X, const int64_t[::1] order, Py_ssize_t s, Py_ssize_t n,

@@ -45,6 +45,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
+from fastfc._kernels._pairwise cimport pairwise_sum
+
 import numpy as np
 
 try:  # np.einsum's C routine itself (the Python wrapper only forwards to it): the same values, less per call
@@ -80,37 +82,6 @@ cdef inline floating _sqdist4(const floating* a, const floating* b, int d) noexc
     for i in range(r):
         res = res + (a[i] - b[i]) * (a[i] - b[i])
     return res
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-@cython.cdivision(True)
-cdef floating _pairwise_sum(const floating* a, Py_ssize_t n) noexcept nogil:
-    """NumPy's pairwise sum of ``a[:n]`` (its float reduction order)."""
-    cdef Py_ssize_t i, j, n2
-    cdef floating res
-    cdef floating r[8]
-    if n < 8:
-        res = 0
-        for i in range(n):
-            res = res + a[i]
-        return res
-    if n <= 128:
-        for j in range(8):
-            r[j] = a[j]
-        i = 8
-        while i < n - (n % 8):
-            for j in range(8):
-                r[j] = r[j] + a[i + j]
-            i += 8
-        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        while i < n:
-            res = res + a[i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
 
 
 cdef extern from *:
@@ -485,7 +456,7 @@ def lloyd_single(const floating[:, ::1] X, const floating[::1] sample_weight, ce
             if not changed:
                 strict = True
                 break
-            total = <double>_pairwise_sum(&shift2[0], k)
+            total = <double>pairwise_sum(&shift2[0], k)
             if total <= tol:
                 break
             memcpy(lab_old, lab, n * sizeof(int))
