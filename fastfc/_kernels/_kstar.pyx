@@ -525,7 +525,7 @@ cdef inline double _row_values(const double[:, ::1] X, const int64_t[::1] order,
     The cache lines of a row a few places later in ``order`` are requested from memory meanwhile."""
     cdef Py_ssize_t z, d = X.shape[1], r = order[t], ahead, ra
     cdef double e
-    ahead = t + max(2, min(16, _PREFETCH_LINES // ((d + 7) // 8)))
+    ahead = t + max(2, min(16, _PREFETCH_LINES // max(1, (d + 7) // 8)))
     if ahead < order.shape[0]:
         ra = order[ahead]
         for z in range(0, d, 8):
