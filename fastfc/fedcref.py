@@ -612,7 +612,7 @@ class FedCRef(BaseFederatedClusterer):
         Each isolated cluster's closest two-way score (the larger of the two directions) to a
         cluster of another client under the association test in use; ``inf`` when none was scored
         (fewer than ``min_assoc_size`` rows, or the perfect-association baseline).
-    association_thresholds_ : ndarray of shape (n_iter_,), float
+    association_thresholds_ : ndarray of shape (n_iterations,), float
         The threshold each association graph was tested against: ``theta`` (paper's test), the fixed
         ``ratio_threshold``, or the one ``ratio_threshold="auto"`` derived from that iteration's scores.
     association_threshold_ : float
