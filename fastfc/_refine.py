@@ -370,9 +370,9 @@ def label_sums(X: np.ndarray, labels: np.ndarray, centers: np.ndarray, n_jobs=1)
     The sums are accumulated as ``count * c + sum(x - c)`` around the given centres
     (FeCA's fused :func:`~fastfc._kernels._feca.cluster_stats` kernel), which keeps
     digits when the coordinates are large against the clusters' spread. A client of at least
-    :data:`fastfc._units.SPLIT_MIN_ELEMENTS` values is cut into its two fixed row halves
-    (:func:`fastfc._units.sum_of_halves`: a function of the shape only), whose deviation sums
-    are added in that order, the halves on up to two threads: the same bits for any ``n_jobs``.
+    :data:`fastfc._units.SPLIT_MIN_ELEMENTS` values is cut into its two fixed row halves (a
+    function of the shape only), whose counts and deviation sums are added in that order, the
+    halves on up to two threads: the same bits for any ``n_jobs``.
 
     Parameters
     ----------
@@ -398,15 +398,14 @@ def label_sums(X: np.ndarray, labels: np.ndarray, centers: np.ndarray, n_jobs=1)
         dev = np.zeros((k, d))
         scratch = [np.zeros(k) for _ in range(3)]
         cluster_stats(X[sl], labels[sl], centers, counts, dev, *scratch)
-        # one (k, d + 1) block, so that the halves add as one array: counts exactly, deviations in order
-        return np.concatenate([counts[:, None].astype(np.float64), dev], axis=1)
+        return counts, dev
 
     if _units.large_moments(X):
-        both = _units.sum_of_halves(part, X.shape[0], n_jobs)
+        (c0, d0), (c1, d1) = _units._run_parts(part, _units._row_halves(X.shape[0]), n_jobs)
+        counts, dev = c0 + c1, d0 + d1  # the halves added in order
     else:
-        both = part(slice(None))
-    counts = both[:, 0].astype(np.int64)
-    return counts, counts[:, None] * centers + both[:, 1:]
+        counts, dev = part(slice(None))
+    return counts, counts[:, None] * centers + dev
 
 
 # ------------------------------------------------------------ server side

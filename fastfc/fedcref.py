@@ -1044,7 +1044,7 @@ class FedCRef(BaseFederatedClusterer):
         two clusters to compare)."""
         if self.association != "ratio":
             return float(self.theta)
-        if not (isinstance(self.ratio_threshold, str) and self.ratio_threshold == "auto"):
+        if self.ratio_threshold != "auto":
             return float(self.ratio_threshold)
         return auto_ratio_threshold(sibling_ratio_min(scores, clients, eligible, col))
 
@@ -1291,7 +1291,7 @@ class FedCRef(BaseFederatedClusterer):
         scored = self.isolated_scores_[np.isfinite(self.isolated_scores_)]
         used = self.association_threshold_
         if self.association == "ratio":
-            if isinstance(self.ratio_threshold, str):
+            if self.ratio_threshold == "auto":
                 test = f"ratio_threshold='auto' (= {used:.3g} here; median error ratio)"
                 knob = f"set ratio_threshold above {used:.3g}"
             else:

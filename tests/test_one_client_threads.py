@@ -31,8 +31,8 @@ def test_one_large_client_same_labels_for_n_jobs_1_2_all(name):
 @pytest.mark.parametrize("n_sub", [0, 2])
 def test_subcluster_statistics_rows_and_threads_same_bits(shape, n_sub):
     """The statistics of the kept rows given by index (``rows``) on one or two threads are the bits
-    of the statistics of the copy ``X[kept]`` on one thread (segmented and per-subcluster paths;
-    with substitutes the draws stay in order)."""
+    of the statistics of the copy ``X[kept]`` on one thread (the compiled moments on one and two
+    threads; with substitutes the draws stay in order)."""
     rng = np.random.default_rng(shape[0] + shape[1])
     X = rng.normal(size=shape) * rng.uniform(0.1, 10, size=shape[1])
     labels = rng.integers(37, size=shape[0])
