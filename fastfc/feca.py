@@ -876,60 +876,56 @@ def _looks_gaussian(P: np.ndarray, n_axes: int = 1, helping: _Helping | None = N
 
     Notes
     -----
-    The statistic and the critical value (Stephens' 0.576 for estimated mean and variance,
-    over ``1 + 4/n - 25/n^2``) are those of ``scipy.stats.anderson(x, "norm")``.
+    The axes are the leading eigenvectors of the centred scatter matrix (:func:`_principal_axes`:
+    the leading right singular vectors of ``P - mean`` up to sign and rounding). The statistic and
+    the critical value (Stephens' 0.576 for estimated mean and variance, over
+    ``1 + 4/n - 25/n^2``) are those of ``scipy.stats.anderson(x, "norm")``.
     """
-    if P.shape[0] < _MIN_AD_ROWS:
+    n, d = P.shape
+    if n < _MIN_AD_ROWS:
         return True
     mean = P.mean(axis=0)
-    return all(_ad_normal(p, helping)
-               for p in _centred_projections(P, mean, _right_singular_vectors(P, mean)[:n_axes]))
+    if n * d < _GRAM_MIN_ELEMENTS:  # one centred copy serves the scatter matrix and the projections
+        Pc = np.subtract(P, mean, dtype=np.float64)
+        V = _principal_axes(Pc.T @ Pc, n_axes)
+        proj = Pc @ V
+    else:
+        V = _principal_axes(_scatter(P, mean), n_axes)
+        proj = _centred_projections(P, mean, V)
+    return all(_ad_normal(np.ascontiguousarray(proj[:, a]), helping) for a in range(V.shape[1]))
 
 
-#: pieces of at least this many values (rows x features) take their principal axes from the scatter
-#: matrix (:func:`_right_singular_vectors`); a function of the shape only. Every published split's
-#: client (at most 53,388 values) and sanity-grid client (at most 20,000) stays below it.
+#: pieces of at least this many values (rows x features) build the scatter matrix and the projections
+#: block by block (:func:`_scatter`, :func:`_centred_projections`: no (n, d) temporary); a function of
+#: the shape only. Every published split's client (at most 53,388 values) and sanity-grid client (at
+#: most 20,000) stays below it and makes one centred copy.
 _GRAM_MIN_ELEMENTS = 1 << 18
 
 
-#: (n, d, dtype char) -> (LAPACK geqrf, its optimal workspace): the workspace query costs a LAPACK call each time
-_GEQRF: dict = {}
+#: LAPACK's double-precision ``syevr`` (looked up on first use)
+_SYEVR = None
 
 
-def _right_singular_vectors(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """``vt`` of ``np.linalg.svd(P - mean, full_matrices=False)`` with one (n, d) temporary.
+def _principal_axes(S: np.ndarray, n_axes: int) -> np.ndarray:
+    """The ``n_axes`` leading eigenvectors of the symmetric ``S`` (d, d), as columns (d, n_axes), leading first.
 
-    LAPACK's ``gesdd`` on a tall matrix factors it as ``QR`` and takes the SVD of ``R``; doing
-    the same here (``R`` from a QR that overwrites a Fortran-ordered centred copy, then the SVD
-    of the d x d ``R``) gives the same ``vt`` without numpy's input copy and ``U`` (n x d each).
+    LAPACK's ``syevr`` computes those eigenvectors only. On a scatter matrix ``(P - m).T @ (P - m)``
+    they are the leading right singular vectors of ``P - m`` up to sign and rounding (the test is
+    sign-blind). A d x d eigenproblem after one GEMM: the QR + SVD of the (n, d) rows took 8-10 times
+    as long on the published splits' pieces, a quarter of FeCA's fit there (issue 15, small data).
     """
-    n, d = P.shape
-    if n < 2 * d or n * d < 1 << 12:  # not tall, or tiny (the LAPACK calls' overhead would dominate)
-        return np.linalg.svd(P - mean, full_matrices=False)[2]
-    if n * d >= _GRAM_MIN_ELEMENTS:
-        # large pieces (issue 15): the eigenvectors of the d x d scatter matrix, one GEMM pass
-        # (n d^2 multiply-adds at full BLAS speed) where the Householder QR took ten times as long
-        # (d = 50, 10^5 rows); the same axes up to sign and rounding (the test is sign-blind)
-        _, vecs = np.linalg.eigh(_scatter(P, mean))
-        return np.ascontiguousarray(vecs[:, ::-1].T)
-    F = np.empty((n, d), dtype=np.result_type(P.dtype, mean.dtype), order="F")
-    np.subtract(P, mean, out=F)
-    key = (n, d, F.dtype.char)
-    cached = _GEQRF.get(key)
-    if cached is None:  # the routine and its optimal (blocked) workspace, as scipy's qr asks: a function of the shape
-        import scipy.linalg
+    global _SYEVR
+    if _SYEVR is None:
+        from scipy.linalg import get_lapack_funcs
 
-        geqrf = scipy.linalg.get_lapack_funcs("geqrf", (F,))
-        cached = _GEQRF[key] = (geqrf, int(geqrf(F, lwork=-1, overwrite_a=1)[2][0].real))
-        if len(_GEQRF) > 4096:  # many shapes (a long-lived process): start over
-            _GEQRF.clear()
-    geqrf, lwork = cached
-    qr, _, _, info = geqrf(F, lwork=max(lwork, 1), overwrite_a=1)  # F is overwritten: no copy
-    if info != 0:  # pragma: no cover - LAPACK argument error
-        return np.linalg.svd(P - mean, full_matrices=False)[2]
-    R = np.triu(qr[:d])
-    del F, qr
-    return np.linalg.svd(R)[2]
+        _SYEVR = get_lapack_funcs("syevr", (np.zeros((1, 1)),))
+    d = S.shape[0]
+    m = min(int(n_axes), d)
+    work = np.array(S, dtype=np.float64, order="F")  # LAPACK overwrites it (d x d: a small copy)
+    _, V, _, _, info = _SYEVR(work, compute_v=1, range="I", il=d - m + 1, iu=d, overwrite_a=1)
+    if info != 0:  # pragma: no cover - LAPACK failure: the full eigendecomposition
+        V = np.linalg.eigh(S)[1][:, d - m:]
+    return np.ascontiguousarray(V[:, :m][:, ::-1])
 
 
 def _block_rows(d: int) -> int:
@@ -954,24 +950,20 @@ def _scatter(P: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return S
 
 
-def _centred_projections(P: np.ndarray, mean: np.ndarray, vt: np.ndarray):
-    """``(P - mean) @ v`` for every row ``v`` of ``vt``.
+def _centred_projections(P: np.ndarray, mean: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """``(P - mean) @ V`` (n, n_axes) for ``V`` of shape (d, n_axes), centred and projected block by block.
 
-    Pieces of at least :data:`_GRAM_MIN_ELEMENTS` values centre and project block by block
-    (:func:`_row_blocks`; the same values up to rounding, no (n, d) temporary: issue 15); smaller
-    ones make one centred copy.
+    :func:`_row_blocks`: the same values as one centred copy up to rounding, without its (n, d)
+    temporary (large pieces, issue 15).
     """
     n, d = P.shape
-    if n * d < _GRAM_MIN_ELEMENTS:
-        Pc = P - mean
-        return [Pc @ v for v in vt]
-    V = np.ascontiguousarray(np.asarray(vt, dtype=np.float64).T)  # (d, n_axes)
+    V = np.ascontiguousarray(V, dtype=np.float64)
     out = np.empty((n, V.shape[1]))
     buf = np.empty((min(n, _block_rows(d)), d))
     for sl in _row_blocks(n, d):
         b = np.subtract(P[sl], mean, out=buf[: sl.stop - sl.start], dtype=np.float64)
         np.matmul(b, V, out=out[sl])
-    return [np.ascontiguousarray(out[:, a]) for a in range(V.shape[1])]
+    return out
 
 
 def _ad_normal(x: np.ndarray, helping: _Helping | None = None) -> bool:

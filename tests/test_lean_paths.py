@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 
-from fastfc.feca import _right_singular_vectors
 from fastfc.fed_kstar_hc import BIC_PSEUDO_ROWS, _distinct_rows_up_to, moment_tree, select_k_bic, subcluster_statistics
 from fastfc.kfed import lloyd_from
 
@@ -34,31 +33,57 @@ def test_lloyd_from_warns_like_kmeans_on_duplicates():
         lloyd_from(X, init, max_iter=10, tol=1e-4)
 
 
-@pytest.mark.parametrize("n,d", [(5000, 2), (20000, 10), (3000, 50), (40, 30)])
-def test_right_singular_vectors_match_numpy_svd(n, d):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,d", [(1200, 36), (300, 8), (40, 30), (30000, 10), (6000, 50), (9, 1)])
+def test_principal_axes_are_numpy_svd_axes_up_to_sign(n, d, dtype):
+    """FeCA's normality test takes its axes from the scatter matrix's leading eigenvectors (LAPACK
+    syevr, issue 15): the leading right singular vectors of the centred rows, as NumPy's SVD gives
+    them, up to sign and rounding (distinct singular values here)."""
+    from fastfc.feca import _principal_axes
+
     rng = np.random.default_rng(n + d)
-    P = rng.normal(size=(n, d)) * rng.uniform(0.1, 5.0, d) + rng.normal(size=d)
-    mean = P.mean(axis=0)
-    np.testing.assert_array_equal(_right_singular_vectors(P, mean), np.linalg.svd(P - mean, full_matrices=False)[2])
+    Q = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    P = (rng.normal(size=(n, d)) * np.geomspace(5.0, 0.1, d) @ Q + rng.normal(size=d) * 10).astype(dtype)
+    C = np.subtract(P, P.mean(axis=0), dtype=np.float64)
+    ref = np.linalg.svd(C, full_matrices=False)[2][: min(2, d)]
+    got = _principal_axes(C.T @ C, 2)
+    assert got.shape == (d, min(2, d))
+    signs = np.sign((got.T * ref).sum(1))
+    np.testing.assert_allclose(got.T * signs[:, None], ref, atol=1e-8)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("n,d", [(30000, 10), (6000, 50)])
-def test_right_singular_vectors_of_large_pieces_match_numpy_svd_up_to_sign(n, d, dtype):
-    """Pieces of at least 2**18 values take the axes from the scatter matrix (issue 15): the same
-    axes as NumPy's SVD up to sign and rounding (well-separated singular values here)."""
-    from fastfc.feca import _GRAM_MIN_ELEMENTS
+def test_gaussian_check_is_anderson_darling_on_the_two_svd_axes(dtype):
+    """``_looks_gaussian(P, 2)`` is the Anderson-Darling test (scipy's statistic) at the 15% level of the rows'
+    projections on the two leading right singular vectors (NumPy's SVD), both passing: random
+    pieces, Gaussian and not, small (one centred copy) and large (blocked)."""
+    import scipy.stats
 
-    assert n * d >= _GRAM_MIN_ELEMENTS
-    rng = np.random.default_rng(n + d)
-    P = (rng.normal(size=(n, d)) * np.geomspace(5.0, 0.1, d) @ np.linalg.qr(rng.normal(size=(d, d)))[0]
-         + rng.normal(size=d)).astype(dtype)
-    mean = P.mean(axis=0)
-    got = _right_singular_vectors(P, mean)
-    ref = np.linalg.svd(P.astype(np.float64) - mean, full_matrices=False)[2]
-    assert got.shape == ref.shape == (d, d)
-    signs = np.sign((got * ref).sum(1))
-    np.testing.assert_allclose(got * signs[:, None], ref, atol=1e-8)
+    from fastfc.feca import _looks_gaussian
+
+    rng = np.random.default_rng(11)
+    agree = 0
+    for trial in range(40):
+        n = int(rng.choice([20, 150, 1200, 30000]))
+        d = int(rng.integers(2, 40)) if n < 30000 else 12
+        Q = np.linalg.qr(rng.normal(size=(d, d)))[0]
+        Z = rng.normal(size=(n, d))
+        if trial % 2:  # two clusters along a random direction: fails on its leading axis
+            Z[: n // 2, 0] += float(rng.uniform(1.0, 6.0))
+        if trial % 4 == 3:  # uniform along the second axis
+            Z[:, 1] = rng.uniform(-2.0, 2.0, n)
+        P = (Z * np.geomspace(4.0, 0.5, d) @ Q).astype(dtype)
+        C = np.subtract(P, P.mean(axis=0), dtype=np.float64)
+        vt = np.linalg.svd(C, full_matrices=False)[2][:2]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            results = [scipy.stats.anderson(C @ v) for v in vt]
+        # Stephens' 15% critical value for estimated mean and variance (scipy's statistic; its tabled
+        # critical values are rounded)
+        expected = all(r.statistic < 0.576 / (1.0 + 4.0 / n - 25.0 / n / n) for r in results)
+        assert _looks_gaussian(P, n_axes=2) == expected, (trial, n, d)
+        agree += expected
+    assert 0 < agree < 40  # both outcomes occur
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -74,11 +99,11 @@ def test_blocked_scatter_and_projections_of_large_pieces_match_one_centred_copy(
     mean = P.mean(axis=0)
     C = np.subtract(P, mean, dtype=np.float64)
     np.testing.assert_allclose(_scatter(P, mean), C.T @ C, rtol=1e-10)
-    vt = np.linalg.qr(rng.normal(size=(d, d)))[0][:2]
-    got = _centred_projections(P, mean, vt)
-    assert len(got) == 2
-    for g, v in zip(got, vt):
-        np.testing.assert_allclose(g, C @ v, rtol=1e-9, atol=1e-9 * np.abs(C @ v).max())
+    V = np.linalg.qr(rng.normal(size=(d, d)))[0][:, :2]
+    got = _centred_projections(P, mean, V)
+    assert got.shape == (n, 2)
+    ref = C @ V
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
 
 
 def plain_subcluster_statistics(X, labels, rng, n_substitutes=None):
