@@ -423,7 +423,7 @@ def enforce_min_size(X: np.ndarray, labels: np.ndarray, n_min: int, *, max_passe
     return labels
 
 
-def drop_small(labels: np.ndarray, n_min: int) -> np.ndarray:
+def drop_small(labels: np.ndarray, n_min: int, counts: np.ndarray | None = None) -> np.ndarray:
     """Set aside the rows of subclusters smaller than ``n_min`` (``mode="robust"``).
 
     Their rows get label -1: they are not summarised (no uploaded statistic
@@ -440,26 +440,34 @@ def drop_small(labels: np.ndarray, n_min: int) -> np.ndarray:
     labels : ndarray of shape (n,), int
         Subcluster of each row, none empty.
     n_min : int
+    counts : ndarray of shape (k,), int, optional
+        ``np.bincount(labels)`` when the caller has it and ``labels`` are int64 in ``0..k-1``
+        with none empty: no pass over the labels is then made unless some subcluster is set
+        aside (at 10^6 rows the passes were serial milliseconds of a one-client fit; issue 15).
 
     Returns
     -------
     labels : ndarray of shape (n,), int64
         ``0..k'-1`` for kept subclusters (in their original order), -1 for
-        rows set aside.
+        rows set aside (``labels`` itself when every subcluster is kept and already so numbered).
     """
     labels = np.asarray(labels)
-    if labels.size and labels.dtype.kind in "iu" and labels.min() >= 0:
-        labels = _dense_labels(labels, int(labels.max()) + 1)  # np.unique's inverse, without sorting
-    else:
-        labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
-    counts = np.bincount(labels)
+    if counts is None or labels.dtype != np.int64 or not (np.asarray(counts) > 0).all():
+        if labels.size and labels.dtype.kind in "iu" and labels.min() >= 0:
+            labels = _dense_labels(labels, int(labels.max()) + 1)  # np.unique's inverse, without sorting
+        else:
+            labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
+        counts = np.bincount(labels)
     keep = counts >= n_min
     keep[int(np.argmax(counts))] = True
+    if keep.all():
+        return labels
     new_id = np.where(keep, np.cumsum(keep) - 1, -1)
     return new_id[labels]
 
 
-def join_small(X: np.ndarray, labels: np.ndarray, n_min: int, n_threads: int = 1) -> np.ndarray:
+def join_small(X: np.ndarray, labels: np.ndarray, n_min: int, n_threads: int = 1,
+               counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Join subclusters smaller than ``n_min`` whose nearest subcluster is small too (``mode="robust"``).
 
     k-means with pieces of a few rows gives every far row of a cluster that a client holds only a
@@ -481,19 +489,25 @@ def join_small(X: np.ndarray, labels: np.ndarray, n_min: int, n_threads: int = 1
     n_min : int
     n_threads : int, default=1
         Threads of the pieces' means (the same bits for any count).
+    counts : ndarray of shape (k,), int, optional
+        ``np.bincount(labels)`` when the caller has it (no pass over the labels to count them).
 
     Returns
     -------
     labels : ndarray of shape (n,), int64
-        Dense ``0..k'-1`` (joined pieces take the smaller id; order kept).
+        Dense ``0..k'-1`` (joined pieces take the smaller id; order kept); ``labels`` itself
+        when nothing is joined.
     joined : ndarray of shape (n,), bool
         Rows of joined pieces. A joined piece is uploaded (its statistics rest on at least as many
         rows as any other's), but its rows may hold a few rows each of two clusters, so the robust
         client labels them like set-aside rows: nearest global centre, not the piece's cluster.
     """
     labels = np.asarray(labels, dtype=np.int64)
-    k = int(labels.max()) + 1 if labels.size else 0
-    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    if counts is None:
+        k = int(labels.max()) + 1 if labels.size else 0
+        counts = np.bincount(labels, minlength=k)
+    k = counts.shape[0]
+    counts = np.asarray(counts).astype(np.float64)
     if k < 2 or (counts < n_min).sum() < 2 or not (counts >= n_min).any():
         # nothing to join, or no piece of full size: a client of a few rows of several clusters, whose
         # rows joined would mix clusters with nothing to tell them apart by (drop_small keeps its largest)
@@ -713,11 +727,12 @@ def _dense_labels(labels: np.ndarray, k: int) -> np.ndarray:
     """``np.unique(labels, return_inverse=True)[1]`` as int64 for labels in ``0..k-1``, without sorting.
 
     The rank of each label among the labels present: the labels themselves when all ``k``
-    are present (the usual case), else their positions in the sorted present ones.
+    are present (the usual case; int64 ``labels`` are then returned as they are, not copied),
+    else their positions in the sorted present ones.
     """
     present = np.bincount(labels, minlength=k) > 0
     if present.all():
-        return labels.astype(np.int64)
+        return labels.astype(np.int64, copy=False)  # int64 labels come back as they are (no pass over them)
     return (np.cumsum(present) - 1)[labels].astype(np.int64)
 
 
@@ -2050,19 +2065,24 @@ class FedKStarHC(BaseFederatedClusterer):
         else:
             labels = kmeans_partition(Xp, rng, k=k_budget, max_iter=self.micro_max_iter, scratch=Xp is not X,
                                       n_threads=n_threads)
-        n_min = max(self._floor(d), math.ceil(self.min_frac * n / (int(labels.max()) + 1)))
+        # the partitions' labels are int64 0..k-1, none empty: their counts, once, serve the size rules
+        # (a one-client fit at 10^6 rows made a dozen serial passes over the labels here; issue 15)
+        piece_counts = np.bincount(labels) if labels.dtype == np.int64 else None
+        k_pieces = piece_counts.size if piece_counts is not None else int(labels.max()) + 1
+        n_min = max(self._floor(d), math.ceil(self.min_frac * n / k_pieces))
         joined = None
         if robust and n >= 3:
             if self.n_clusters is not None:
-                labels, joined = join_small(Xp, labels, n_min, n_threads)
-            labels = drop_small(labels, n_min)
+                labels, joined = join_small(Xp, labels, n_min, n_threads, counts=piece_counts)
+                if joined.any():
+                    piece_counts = None  # renumbered: drop_small counts them itself
+            labels = drop_small(labels, n_min, counts=piece_counts)
         elif self.min_frac > 0 and n >= 3:
             labels = enforce_min_size(X, labels, n_min)
         m = self.n_substitutes
         m = (0 if robust else None) if m is None else (None if m == "all" else int(m))
-        kept = labels >= 0
         # every row kept: X itself; otherwise the kept rows by index (the same bits as on the copy X[kept])
-        rows = None if kept.all() else np.flatnonzero(kept)
+        rows = None if not labels.size or labels.min() >= 0 else np.flatnonzero(labels >= 0)
         counts, means, radii, stds, subs = subcluster_statistics(
             X, labels if rows is None else labels[rows], rng, n_substitutes=m, rows=rows, n_threads=n_threads)
         sub_counts = counts.copy() if m is None else np.minimum(counts, m)
@@ -2072,11 +2092,13 @@ class FedKStarHC(BaseFederatedClusterer):
             # pieces uploaded below the size floor (a client's largest when all are small, or a client of
             # one or two rows) may hold rows of two clusters, and joined pieces may too (join_small): they
             # are summarised, but their rows take the nearest global centre, as set-aside rows do
-            unsure = (labels >= 0) & (np.asarray(counts)[np.maximum(labels, 0)] < n_min)
-            if joined is not None:
-                unsure |= joined
-            if unsure.any():
-                labels = np.where(unsure, -1, labels)
+            small = np.asarray(counts) < n_min
+            if small.any() or (joined is not None and joined.any()):  # else no row is unsure: no pass
+                unsure = (labels >= 0) & small[np.maximum(labels, 0)]
+                if joined is not None:
+                    unsure |= joined
+                if unsure.any():
+                    labels = np.where(unsure, -1, labels)
         return summary, {"labels": labels} if local_std is None else {"labels": labels, "local_std": local_std}
 
     def _aggregate(self, summaries: list[FedKStarHCSummary], rng: np.random.Generator, n_threads: int):
