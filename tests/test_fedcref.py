@@ -246,6 +246,26 @@ def test_auto_ratio_threshold_links_well_separated_blobs():
     assert adjusted_rand_score(y, fixed.labels_) < 0.9 and (fixed.association_thresholds_ == 1.2).all()
 
 
+def test_integer_binary_features_fit_as_their_float_values():
+    """FedCRef's features lie in [0, 1], so integer input is binary: three clusters of 12-bit patterns
+    (each cluster sets its own four bits, 5 % of the bits flipped), in int64 and int8, fit exactly as
+    the same values in float64 (the dtype is converted, nothing else) and find the three clusters."""
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(3), 60)
+    bits = np.zeros((3, 12), dtype=np.int64)
+    for c in range(3):
+        bits[c, 4 * c:4 * c + 4] = 1
+    X = bits[y] ^ (rng.random((180, 12)) < 0.05)
+    ids = np.arange(180) % 3
+    ref = FedCRef(n_local_clusters=3, random_state=0, n_jobs=1).fit(X.astype(np.float64), client_ids=ids)
+    assert adjusted_rand_score(y, ref.labels_) > 0.95
+    for dtype in (np.int64, np.int8):
+        got = FedCRef(n_local_clusters=3, random_state=0, n_jobs=1).fit(X.astype(dtype), client_ids=ids)
+        _same_fit(got, ref)
+
+
 def test_default_association_is_the_ratio_test():
     """The default test is the median error ratio (not in the paper); the paper's is association="paper"."""
     est = FedCRef()
