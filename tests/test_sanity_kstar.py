@@ -149,6 +149,31 @@ def test_drop_small_keeps_largest_and_marks_the_rest():
     np.testing.assert_array_equal(drop_small(labels, 9), [-1, -1, -1, -1, 0, 0, 0, 0, -1, -1])
 
 
+def test_drop_small_and_join_small_with_the_callers_counts_equal_their_own_count():
+    """The client passes the partition's piece counts (issue 15: no pass over the labels to count them
+    again); with them the results are those computed without them, including the fallbacks (labels not
+    int64, a piece empty) and the every-piece-kept case, where drop_small returns the labels as given."""
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        k = int(rng.integers(1, 9))
+        labels = rng.integers(0, k, size=int(rng.integers(1, 40))).astype(np.int64)
+        if trial % 5 == 0:
+            labels[labels == k - 1] = 0  # an empty piece: the counts hold a zero
+        counts = np.bincount(labels)
+        X = rng.normal(size=(labels.size, 3)) * 4
+        for n_min in (1, 3, 6):
+            ref = drop_small(labels, n_min)
+            np.testing.assert_array_equal(drop_small(labels, n_min, counts=counts), ref)
+            np.testing.assert_array_equal(drop_small(labels.astype(np.int32), n_min, counts=counts), ref)
+            if (counts > 0).all():
+                lab_j, joined = join_small(X, labels, n_min)
+                got_j, got_joined = join_small(X, labels, n_min, counts=counts)
+                np.testing.assert_array_equal(got_j, lab_j)
+                np.testing.assert_array_equal(got_joined, joined)
+    labels = np.array([0, 0, 0, 1, 1, 1], dtype=np.int64)
+    assert drop_small(labels, 3, counts=np.bincount(labels)) is labels  # every piece kept: no copy
+
+
 def _join_small_reference(X, labels, n_min):
     """Plain restatement: repeatedly join the closest pair of small pieces that are each other's nearest."""
     groups = {int(j): list(np.flatnonzero(labels == j)) for j in np.unique(labels)}
