@@ -2162,7 +2162,9 @@ class FedKStarHC(BaseFederatedClusterer):
                 k = int(self.n_clusters)
                 if k > k0:
                     warn_caller(f"n_clusters={k} is larger than the {k0} subclusters the clients uploaded: "
-                                f"returning {k0} clusters", RuntimeWarning)
+                                f"returning {k0} clusters (a client uploads only pieces of at least min_size="
+                                f"{self._floor(d)} rows, so clients with fewer rows per cluster upload fewer "
+                                "pieces; a smaller min_size allows smaller pieces)", RuntimeWarning)
                     k = k0
             labels = cut_tree(merges, k0, k)
         k = int(labels.max()) + 1

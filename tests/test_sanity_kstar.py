@@ -578,3 +578,20 @@ def test_bic_corr_keeps_correlated_clusters_whole():
     est = FedKStarHC(random_state=0).fit_clients(X_clients)
     assert est.n_clusters_ == 3 and adjusted_rand_score(np.concatenate(ys), est.labels_) >= 0.99
     assert FedKStarHC(k_select="bic_eff", random_state=0).fit_clients(X_clients).n_clusters_ > 3
+
+
+def test_n_clusters_above_the_uploaded_pieces_warns_with_the_size_floor_and_its_remedy():
+    """K equal to the 12 rows of two 6-row clients (benchmarks/user_audit.py, "K=n rows"): pieces below
+    min_size (3) are not uploaded, so 2 clusters come back; the warning says why and what to change, and
+    following it (min_size=1, with its privacy warning) gives one cluster per row."""
+    rng = np.random.default_rng(0)
+    X = np.repeat(np.eye(2) * 30.0, 6, axis=0) + rng.normal(size=(12, 2))
+    X[::2] += 60.0 * np.arange(6)[:, None]  # 12 distinct, well-separated rows
+    ids = np.arange(12) % 2
+    with pytest.warns(RuntimeWarning, match=r"n_clusters=12 is larger than the \d+ subclusters.*min_size=3"):
+        est = FedKStarHC(n_clusters=12, random_state=0).fit(X, client_ids=ids)
+    assert est.n_clusters_ < 12
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the single-row (privacy) warning
+        small = FedKStarHC(n_clusters=12, min_size=1, random_state=0).fit(X, client_ids=ids)
+    assert small.n_clusters_ == 12 and np.unique(small.labels_).size == 12
