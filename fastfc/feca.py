@@ -911,8 +911,9 @@ def _principal_axes(S: np.ndarray, n_axes: int) -> np.ndarray:
 
     LAPACK's ``syevr`` computes those eigenvectors only. On a scatter matrix ``(P - m).T @ (P - m)``
     they are the leading right singular vectors of ``P - m`` up to sign and rounding (the test is
-    sign-blind). A d x d eigenproblem after one GEMM: the QR + SVD of the (n, d) rows took 8-10 times
-    as long on the published splits' pieces, a quarter of FeCA's fit there (issue 15, small data).
+    sign-blind). A d x d eigenproblem after one GEMM instead of a QR of the (n, d) rows and an SVD of R
+    (issue 15, small data: whole FeCA fits on the published splits 1.04-1.20x faster,
+    ``benchmarks/results/ab_timing_feca_axes_i20.md``).
     """
     global _SYEVR
     if _SYEVR is None:
