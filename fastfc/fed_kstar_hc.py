@@ -2067,9 +2067,8 @@ class FedKStarHC(BaseFederatedClusterer):
                                       n_threads=n_threads)
         # the partitions' labels are int64 0..k-1, none empty: their counts, once, serve the size rules
         # (a one-client fit at 10^6 rows made a dozen serial passes over the labels here; issue 15)
-        piece_counts = np.bincount(labels) if labels.dtype == np.int64 else None
-        k_pieces = piece_counts.size if piece_counts is not None else int(labels.max()) + 1
-        n_min = max(self._floor(d), math.ceil(self.min_frac * n / k_pieces))
+        piece_counts = np.bincount(labels)
+        n_min = max(self._floor(d), math.ceil(self.min_frac * n / piece_counts.size))
         joined = None
         if robust and n >= 3:
             if self.n_clusters is not None:
