@@ -12,6 +12,7 @@ Usage::
     git worktree add /tmp/old <revision> && (cd /tmp/old && python setup.py -q build_ext --inplace)
     python benchmarks/ab_timing.py --old /tmp/old --new . --methods kfed,feca --rounds 3 --seeds 5
     python benchmarks/ab_timing.py --old /tmp/old --new . --methods kfed --splits '' --mixture 1e6:10:1000
+    python benchmarks/ab_timing.py --old /tmp/old --new . --methods fedhire --params '{"semantics": "reference"}'
 
 ``--mixture N:D:CLIENTS`` adds a row on ``scaling.py --what ratio``'s data (a 10-cluster Gaussian mixture of
 N rows x D features split at random into CLIENTS equal clients, ``n_clusters=10``).
@@ -22,6 +23,7 @@ give the old one's in ``--old-label``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import numpy as np
@@ -39,7 +41,8 @@ from fastfc.datasets import load_client_npz
 from fastfc.experiment import make_estimator
 data = {}
 for line in sys.stdin:
-    method, path, seeds = line.split()
+    method, path, seeds, params = line.split(maxsplit=3)
+    params = json.loads(params)
     if path not in data and path.startswith("mixture:"):  # scaling.py --what ratio's data: n rows x d, c clients
         from fastfc.datasets import make_gaussian_mixture
         n, d, c = (int(float(v)) for v in path.split(":")[1:])
@@ -50,10 +53,10 @@ for line in sys.stdin:
         Xc, yc = load_client_npz(path)
         data[path] = (Xc, int(np.unique(np.concatenate(yc)).size))
     Xc, k = data[path]
-    make_estimator(method, n_clusters=k, random_state=0, n_jobs=1).fit_clients(Xc)  # warm (JIT, caches)
+    make_estimator(method, n_clusters=k, random_state=0, n_jobs=1, **params).fit_clients(Xc)  # warm (JIT, caches)
     out = []
     for s in range(int(seeds)):
-        est = make_estimator(method, n_clusters=k, random_state=s, n_jobs=1)
+        est = make_estimator(method, n_clusters=k, random_state=s, n_jobs=1, **params)
         t0 = time.process_time()
         est.fit_clients(Xc)
         out.append(time.process_time() - t0)
@@ -63,17 +66,21 @@ for line in sys.stdin:
 
 def run(args) -> int:
     """Time both checkouts as ``args`` (the parsed command line) asks and print the table; returns 0."""
+    params = json.loads(args.params)
+    if not isinstance(params, dict):
+        raise SystemExit(f"--params must be a JSON object, got {args.params!r}")
     with checkout_workers(args.old, args.new, _WORKER) as (trees, ask):
+        extra = f", parameters {json.dumps(params)}" if params else ""
         print(f"old = {args.old_label} ({trees['old']}), new = this revision ({trees['new']}); per cell: median of "
-              f"{args.rounds} rounds x {args.seeds} seeds whole fits (process CPU ms, n_jobs=1, JIT warm), the two "
-              "checkouts alternating in one run\n")
+              f"{args.rounds} rounds x {args.seeds} seeds whole fits (process CPU ms, n_jobs=1, JIT warm{extra}), the "
+              "two checkouts alternating in one run\n")
         print("| method | split | ms (old) | ms (new) | old/new |")
         print("|---|---|---|---|---|")
         for method in args.methods.split(","):
             splits = [s for s in args.splits.split(",") if s]
             for split in splits + [f"mixture:{m}" for m in args.mixture]:
                 path = split if split.startswith("mixture:") else SHARED / "datasets" / "fedhire_splits" / f"{split}.npz"
-                answers = ask(f"{method} {path} {args.seeds}", args.rounds)
+                answers = ask(f"{method} {path} {args.seeds} {json.dumps(params)}", args.rounds)
                 old, new = (np.median([x for res in answers[t] for x in res]) * 1e3 for t in ("old", "new"))
                 print(f"| {method} | {split} | {old:.2f} | {new:.2f} | {old / new:.2f}× |", flush=True)
     return 0
@@ -87,6 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--params", default="{}", metavar="JSON",
+                    help='estimator parameters for every method, a JSON object, e.g. \'{"semantics": "reference"}\'')
     ap.add_argument("--mixture", action="append", default=[], metavar="N:D:CLIENTS",
                     help="also time scaling.py --what ratio's data (10-cluster mixture, N rows x D features, random "
                          "equal split over CLIENTS clients, n_clusters=10); repeatable; --splits '' for these alone")

@@ -34,6 +34,7 @@ import numba.extending
 import numpy as np
 
 from fastfc._config import NUMBA_CACHE
+from fastfc._kernels._fastexp import exp_nonpos
 
 __all__ = [
     "log_sigmoid_weight",
@@ -2106,12 +2107,23 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     # the sums run in buffers local to this column range and are copied out at the end:
     # threads on neighbouring ranges would otherwise write the same cache lines every row
     w = z1 - z0
-    l_sum = np.zeros((k, w))
-    l_q = np.zeros((k, w))
-    l_g = np.zeros((k, w))
-    l_mu = np.zeros((k, w))
-    l_min = np.full((k, w), np.inf)
-    l_max = np.full((k, w), -np.inf)
+    l_sum = np.empty((k, w))
+    l_q = np.empty((k, w))
+    l_g = np.empty((k, w))
+    l_mu = np.empty((k, w))
+    l_min = np.empty((k, w))
+    l_max = np.empty((k, w))
+    # only the rows of the clusters that are recomputed are set and read (most of the k slots
+    # are dead or unchanged after the first passes: filling all of them cost more than the sums)
+    for j in range(k):
+        if cnt[j] > 0 and (full != 0 or dirty[j] != 0):
+            for c in range(w):
+                l_sum[j, c] = 0.0
+                l_q[j, c] = 0.0
+                l_g[j, c] = 0.0
+                l_mu[j, c] = 0.0
+                l_min[j, c] = np.inf
+                l_max[j, c] = -np.inf
     l_T = np.zeros(w)
     l_Q = np.zeros(w)
     l_mall = np.zeros(w)
@@ -2142,11 +2154,13 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
                 if x > l_max[j, c]:
                     l_max[j, c] = x
     for j in range(k):
-        if cnt[j] > 0:
+        if cnt[j] > 0 and (full != 0 or dirty[j] != 0):
             m = cnt[j]
             for c in range(w):
                 l_mu[j, c] = l_sum[j, c] / m
-    # pass B: centred within sums of squares, Gaussian within scores, total spread
+    # pass B: centred within sums of squares, Gaussian within scores, total spread (the
+    # exponential is exp_nonpos: vectorised across the features, within 1 ulp of math.exp, which
+    # cost half of a full call here)
     if full != 0:
         for i in range(n):
             j = y[i]
@@ -2155,7 +2169,7 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
                 dv = x - l_mu[j, c]
                 l_q[j, c] += dv * dv
                 dc = x - C[j, z0 + c]
-                l_g[j, c] += math.exp(-0.5 * dc * dc)
+                l_g[j, c] += exp_nonpos(-0.5 * dc * dc)
                 da = x - l_mall[c]
                 l_Q[c] += da * da
     else:
@@ -2168,7 +2182,7 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
                 dv = x - l_mu[j, c]
                 l_q[j, c] += dv * dv
                 dc = x - C[j, z0 + c]
-                l_g[j, c] += math.exp(-0.5 * dc * dc)
+                l_g[j, c] += exp_nonpos(-0.5 * dc * dc)
     for j in range(k):
         if cnt[j] > 0 and (full != 0 or dirty[j] != 0):
             for c in range(w):
