@@ -892,7 +892,7 @@ def _looks_gaussian(P: np.ndarray, n_axes: int = 1, helping: _Helping | None = N
     else:
         V = _principal_axes(_scatter(P, mean), n_axes)
         proj = _centred_projections(P, mean, V)
-    return all(_ad_normal(np.ascontiguousarray(proj[:, a]), helping) for a in range(V.shape[1]))
+    return all(_ad_normal(proj[:, a], helping) for a in range(V.shape[1]))
 
 
 #: pieces of at least this many values (rows x features) build the scatter matrix and the projections
@@ -968,7 +968,8 @@ def _centred_projections(P: np.ndarray, mean: np.ndarray, V: np.ndarray) -> np.n
 
 
 def _ad_normal(x: np.ndarray, helping: _Helping | None = None) -> bool:
-    """Anderson–Darling normality of one centred sample ``x`` (mean 0), variance estimated (15% level).
+    """Anderson–Darling normality of one centred sample ``x`` (mean 0; any stride: it is sorted into
+    a new array), variance estimated (15% level).
 
     ``helping``: the two ``log_ndtr`` passes (the larger part of the time) are offered to a second
     thread (:meth:`_Helping.pair`); the same values either way.
