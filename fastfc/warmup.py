@@ -78,8 +78,9 @@ def unwarmed_kernels() -> list[str]:
     """Public kernels (no leading underscore) that have no compiled specialisation in this process.
 
     After :func:`warmup` this is empty: every kernel a fit can call was compiled or loaded
-    (helpers with a leading underscore are compiled inside their callers). Kernels kept only as
-    the tested reference of a faster path are not listed.
+    (helpers with a leading underscore, and ``inline="always"`` ones such as
+    :func:`fastfc._kernels._fastexp.exp_nonpos`, are compiled inside their callers). Kernels kept
+    only as the tested reference of a faster path are not listed.
 
     Returns
     -------
@@ -89,7 +90,9 @@ def unwarmed_kernels() -> list[str]:
     out = []
     for disp in numba_dispatchers():
         name = f"{disp.py_func.__module__}.{disp.py_func.__name__}"
-        if not disp.py_func.__name__.startswith("_") and not disp.signatures and name not in _REFERENCE_ONLY:
+        inline_only = disp.targetoptions.get("inline") == "always"
+        if (not disp.py_func.__name__.startswith("_") and not inline_only and not disp.signatures
+                and name not in _REFERENCE_ONLY):
             out.append(name)
     return out
 

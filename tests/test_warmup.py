@@ -57,8 +57,8 @@ def test_every_kernel_module_is_counted():
     assert f"{_kfed.__name__}.proximity_sums" in names
     assert f"{_pieces.__name__}.pair_window_counts_from_products" in names
     assert {d.py_func.__module__ for d in numba_dispatchers()} == {
-        "fastfc._kernels._cpl", "fastfc._kernels._feca", "fastfc._kernels._fedcref", "fastfc._kernels._kfed",
-        "fastfc._kernels._pieces"}
+        "fastfc._kernels._cpl", "fastfc._kernels._fastexp", "fastfc._kernels._feca", "fastfc._kernels._fedcref",
+        "fastfc._kernels._kfed", "fastfc._kernels._pieces"}
 
 
 def test_a_changed_kernel_source_drops_every_cached_kernel(tmp_path):
