@@ -763,18 +763,23 @@ def test_column_moments_and_shift_scale_match_numpy(shape, dtype):
     np.testing.assert_array_equal(Z, (X - mean) / scale)
 
 
+@pytest.mark.parametrize("n", [1500, 12000])
 @pytest.mark.parametrize("nt", [1, 2])
 @pytest.mark.parametrize("reference", [0, 1])
-def test_feature_weights_of_changed_clusters_only_equal_a_full_update(reference, nt):
+def test_feature_weights_of_changed_clusters_only_equal_a_full_update(reference, nt, n):
     """A later pass's weights recompute only the clusters whose members changed (``dirty``),
     keeping the others' statistics from the previous call on the same buffers: the weights,
     flags and statistics are the same bits as a full update on fresh buffers (some clusters
-    gain rows, some lose them, one empties, the rest are untouched)."""
+    gain rows, some lose them, one empties, the rest are untouched). With two threads and
+    12000 x 7 values (above ``_FW_SPLIT_MIN``) the update splits the changed clusters between
+    the threads (:func:`_fw_clusters_par`); below, it splits the features."""
+    from fastfc._kernels import _cpl as K
     from fastfc._kernels._cpl import cpl_feature_weights
     import numba
 
+    assert (n * 7 >= K._FW_SPLIT_MIN) == (n == 12000)
     rng = np.random.default_rng(12 + reference)
-    n, d, k = 1500, 7, 14
+    d, k = 7, 14
     X = _blobs(rng, n, d, 5)
     y0 = rng.integers(k, size=n).astype(np.int64)
 

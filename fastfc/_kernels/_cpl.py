@@ -2098,12 +2098,6 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     T = b_feat[0]
     mu_all = b_feat[1]
     Qall = b_feat[2]
-    gmin = b_feat[3]
-    altmin = b_feat[4]
-    gmax = b_feat[5]
-    altmax = b_feat[6]
-    jlo = b_jext[0]
-    jhi = b_jext[1]
     # the sums run in buffers local to this column range and are copied out at the end:
     # threads on neighbouring ranges would otherwise write the same cache lines every row
     w = z1 - z0
@@ -2198,6 +2192,20 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
             T[z0 + c] = l_T[c]
             mu_all[z0 + c] = l_mall[c]
             Qall[z0 + c] = l_Q[c]
+    _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, z0, z1)
+
+
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, z0, z1):
+    """The complement extremes of features ``z0 .. z1-1`` (``b_feat[3:7]``, ``b_jext``) from the
+    non-empty clusters' own minima and maxima (``b_min``, ``b_max``). ``O(k)`` per feature."""
+    k = cnt.shape[0]
+    gmin = b_feat[3]
+    altmin = b_feat[4]
+    gmax = b_feat[5]
+    altmax = b_feat[6]
+    jlo = b_jext[0]
+    jhi = b_jext[1]
     # complement extremes from the clusters' own extremes (O(k) per feature, no sort): the
     # complement of j holds the global minimum unless j is the first cluster holding it, whose
     # complement's minimum is the smallest minimum of the other non-empty clusters (NaN: none)
@@ -2243,15 +2251,89 @@ def _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b
                     p * d // P, (p + 1) * d // P, dirty, full)
 
 
+@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _fw_clusters(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, j0, j1, dirty):
+    """The per-cluster statistics of :func:`_fw_columns` (``full`` 0) for the changed clusters
+    ``j0 <= j < j1`` only, every feature, written straight into their rows of the buffers.
+
+    Each cluster's statistics run over its rows in row order with the same arithmetic as
+    :func:`_fw_columns`, so they are the same bits; the per-feature totals (label-free, kept from
+    the first call) and the complement extremes are left to the caller.
+    """
+    n, d = X.shape
+    for j in range(j0, j1):
+        if cnt[j] > 0 and dirty[j] != 0:
+            for z in range(d):
+                b_sum[j, z] = 0.0
+                b_q[j, z] = 0.0
+                b_g[j, z] = 0.0
+                b_min[j, z] = np.inf
+                b_max[j, z] = -np.inf
+    for i in range(n):
+        j = y[i]
+        if j < j0 or j >= j1 or dirty[j] == 0:
+            continue
+        for z in range(d):
+            x = X[i, z]
+            b_sum[j, z] += x
+            if x < b_min[j, z]:
+                b_min[j, z] = x
+            if x > b_max[j, z]:
+                b_max[j, z] = x
+    for j in range(j0, j1):
+        if cnt[j] > 0 and dirty[j] != 0:
+            m = cnt[j]
+            for z in range(d):
+                b_mu[j, z] = b_sum[j, z] / m
+    for i in range(n):
+        j = y[i]
+        if j < j0 or j >= j1 or dirty[j] == 0:
+            continue
+        for z in range(d):
+            x = X[i, z]
+            dv = x - b_mu[j, z]
+            b_q[j, z] += dv * dv
+            dc = x - C[j, z]
+            b_g[j, z] += exp_nonpos(-0.5 * dc * dc)
+
+
+@numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
+def _fw_clusters_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, bounds, dirty):
+    """:func:`_fw_clusters` over the cluster ranges ``bounds[p] .. bounds[p+1]-1``, run in parallel
+    (each range's rows are one thread's work), then the complement extremes of every feature."""
+    for p in numba.prange(bounds.shape[0] - 1):
+        _fw_clusters(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, bounds[p], bounds[p + 1], dirty)
+    _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, 0, X.shape[1])
+
+
+#: a later feature-weight update (changed clusters only) splits the clusters between its threads
+#: when the client holds at least this many values (rows x features); below, the parallel region
+#: costs about what it saves
+_FW_SPLIT_MIN = 1 << 16
+
+
+def _cluster_bounds(cnt, dirty, parts: int) -> np.ndarray:
+    """``parts + 1`` non-decreasing cluster ids from 0 to ``k`` cutting the clusters into contiguous
+    ranges that hold about equal numbers of rows of changed clusters."""
+    k = cnt.shape[0]
+    work = np.cumsum(np.where(dirty != 0, cnt, 0))
+    total = float(work[-1])
+    cuts = np.searchsorted(work, [total * p / parts for p in range(1, parts)], side="left") + 1
+    return np.concatenate([[0], np.minimum(cuts, k), [k]]).astype(np.int64)
+
+
 def cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
                         b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, keep_singletons=0,
                         n_threads=1, dirty=None):
     """Recompute the feature weights ``Mw`` from the current partition in ``O(n d + k d)``.
 
-    The per-feature statistics come from :func:`_fw_columns_par` (``n_threads > 1`` and
-    ``d > 1``) or :func:`_fw_columns`, chosen here in Python so that a first fit compiles
-    only the kernel it runs; :func:`_fw_weights` then turns them into ``Mw``. Parameters and
-    notes: :func:`_fw_weights`.
+    The per-feature statistics come from :func:`_fw_clusters_par` (a later update, ``dirty``
+    given, on ``n_threads > 1`` with at least ``_FW_SPLIT_MIN`` values: the changed clusters are
+    split between the threads, each walking the rows of its own), :func:`_fw_columns_par`
+    (otherwise on ``n_threads > 1`` and ``d > 1``: the features are split, every thread walks
+    every row) or :func:`_fw_columns`, chosen here in Python so that a first fit compiles only
+    the kernel it runs; :func:`_fw_weights` then turns them into ``Mw``. Every path gives the
+    same bits. Parameters and notes: :func:`_fw_weights`.
 
     ``dirty`` (k,) uint8 or None: None (every statistic computed) or the clusters whose
     members changed since the previous call *with the same buffers* (the others' statistics
@@ -2262,7 +2344,10 @@ def cpl_feature_weights(X, y, cnt, C, Mw, live, wnan, theta, reference, eps,
     full = 1 if dirty is None else 0
     if dirty is None:
         dirty = np.ones(cnt.shape[0], dtype=np.uint8)
-    if n_threads > 1 and d > 1:
+    if n_threads > 1 and full == 0 and X.shape[0] * d >= _FW_SPLIT_MIN:
+        _fw_clusters_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
+                         _cluster_bounds(cnt, dirty, n_threads), dirty)
+    elif n_threads > 1 and d > 1:
         _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext,
                         min(n_threads, d), dirty, full)
     else:
