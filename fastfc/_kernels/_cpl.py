@@ -2200,12 +2200,6 @@ def _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, z0, z1):
     """The complement extremes of features ``z0 .. z1-1`` (``b_feat[3:7]``, ``b_jext``) from the
     non-empty clusters' own minima and maxima (``b_min``, ``b_max``). ``O(k)`` per feature."""
     k = cnt.shape[0]
-    gmin = b_feat[3]
-    altmin = b_feat[4]
-    gmax = b_feat[5]
-    altmax = b_feat[6]
-    jlo = b_jext[0]
-    jhi = b_jext[1]
     # complement extremes from the clusters' own extremes (O(k) per feature, no sort): the
     # complement of j holds the global minimum unless j is the first cluster holding it, whose
     # complement's minimum is the smallest minimum of the other non-empty clusters (NaN: none)
@@ -2234,12 +2228,12 @@ def _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, z0, z1):
                     h1 = j
                 elif not v <= x2:
                     x2 = v
-        jlo[z] = j1
-        gmin[z] = m1
-        altmin[z] = m2
-        jhi[z] = h1
-        gmax[z] = x1
-        altmax[z] = x2
+        b_jext[0, z] = j1
+        b_feat[3, z] = m1
+        b_feat[4, z] = m2
+        b_jext[1, z] = h1
+        b_feat[5, z] = x1
+        b_feat[6, z] = x2
 
 
 @numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
