@@ -2077,7 +2077,7 @@ def cpl_compact_live(live, live_idx, inlist):
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, z0, z1,
-                dirty, full):
+                dirty, full, j0=0, j1=-1, extremes=1):
     """The per-feature statistics of :func:`cpl_feature_weights` for features ``z0 .. z1-1``.
 
     Per cluster and feature: sums, minima, maxima, means, centred within sums of squares and
@@ -2092,9 +2092,15 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     must hold their statistics from an earlier call with the same members and the same
     centroid ``C[j]`` (then they are the same bits: the same rows, in the same order).
     ``full`` 1: everything is computed (``dirty`` ignored).
+
+    ``j0, j1`` (``full`` 0 only): only the changed clusters ``j0 <= j < j1`` are recomputed
+    (``j1 = -1``: up to ``k``), so threads given disjoint cluster ranges write disjoint rows
+    (:func:`_fw_clusters_par`); ``extremes`` 0 leaves the complement extremes to the caller.
     """
     n = X.shape[0]
     k = cnt.shape[0]
+    if j1 < 0:
+        j1 = k
     T = b_feat[0]
     mu_all = b_feat[1]
     Qall = b_feat[2]
@@ -2109,13 +2115,12 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     l_max = np.empty((k, w))
     # only the rows of the clusters that are recomputed are set and read (most of the k slots
     # are dead or unchanged after the first passes: filling all of them cost more than the sums)
-    for j in range(k):
+    for j in range(j0, j1):
         if cnt[j] > 0 and (full != 0 or dirty[j] != 0):
             for c in range(w):
                 l_sum[j, c] = 0.0
                 l_q[j, c] = 0.0
                 l_g[j, c] = 0.0
-                l_mu[j, c] = 0.0
                 l_min[j, c] = np.inf
                 l_max[j, c] = -np.inf
     l_T = np.zeros(w)
@@ -2138,7 +2143,7 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     else:
         for i in range(n):
             j = y[i]
-            if dirty[j] == 0:
+            if j < j0 or j >= j1 or dirty[j] == 0:
                 continue
             for c in range(w):
                 x = X[i, z0 + c]
@@ -2147,7 +2152,7 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
                     l_min[j, c] = x
                 if x > l_max[j, c]:
                     l_max[j, c] = x
-    for j in range(k):
+    for j in range(j0, j1):
         if cnt[j] > 0 and (full != 0 or dirty[j] != 0):
             m = cnt[j]
             for c in range(w):
@@ -2169,7 +2174,7 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
     else:
         for i in range(n):
             j = y[i]
-            if dirty[j] == 0:
+            if j < j0 or j >= j1 or dirty[j] == 0:
                 continue
             for c in range(w):
                 x = X[i, z0 + c]
@@ -2177,7 +2182,7 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
                 l_q[j, c] += dv * dv
                 dc = x - C[j, z0 + c]
                 l_g[j, c] += exp_nonpos(-0.5 * dc * dc)
-    for j in range(k):
+    for j in range(j0, j1):
         if cnt[j] > 0 and (full != 0 or dirty[j] != 0):
             for c in range(w):
                 z = z0 + c
@@ -2192,7 +2197,8 @@ def _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jex
             T[z0 + c] = l_T[c]
             mu_all[z0 + c] = l_mall[c]
             Qall[z0 + c] = l_Q[c]
-    _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, z0, z1)
+    if extremes != 0:
+        _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, z0, z1)
 
 
 @numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
@@ -2245,59 +2251,17 @@ def _fw_columns_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b
                     p * d // P, (p + 1) * d // P, dirty, full)
 
 
-@numba.njit(cache=NUMBA_CACHE, nogil=True, error_model="numpy")
-def _fw_clusters(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, j0, j1, dirty):
-    """The per-cluster statistics of :func:`_fw_columns` (``full`` 0) for the changed clusters
-    ``j0 <= j < j1`` only, every feature, written straight into their rows of the buffers.
-
-    Each cluster's statistics run over its rows in row order with the same arithmetic as
-    :func:`_fw_columns`, so they are the same bits; the per-feature totals (label-free, kept from
-    the first call) and the complement extremes are left to the caller.
-    """
-    n, d = X.shape
-    for j in range(j0, j1):
-        if cnt[j] > 0 and dirty[j] != 0:
-            for z in range(d):
-                b_sum[j, z] = 0.0
-                b_q[j, z] = 0.0
-                b_g[j, z] = 0.0
-                b_min[j, z] = np.inf
-                b_max[j, z] = -np.inf
-    for i in range(n):
-        j = y[i]
-        if j < j0 or j >= j1 or dirty[j] == 0:
-            continue
-        for z in range(d):
-            x = X[i, z]
-            b_sum[j, z] += x
-            if x < b_min[j, z]:
-                b_min[j, z] = x
-            if x > b_max[j, z]:
-                b_max[j, z] = x
-    for j in range(j0, j1):
-        if cnt[j] > 0 and dirty[j] != 0:
-            m = cnt[j]
-            for z in range(d):
-                b_mu[j, z] = b_sum[j, z] / m
-    for i in range(n):
-        j = y[i]
-        if j < j0 or j >= j1 or dirty[j] == 0:
-            continue
-        for z in range(d):
-            x = X[i, z]
-            dv = x - b_mu[j, z]
-            b_q[j, z] += dv * dv
-            dc = x - C[j, z]
-            b_g[j, z] += exp_nonpos(-0.5 * dc * dc)
-
-
 @numba.njit(parallel=True, cache=NUMBA_CACHE, nogil=True, error_model="numpy")
 def _fw_clusters_par(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, bounds, dirty):
-    """:func:`_fw_clusters` over the cluster ranges ``bounds[p] .. bounds[p+1]-1``, run in parallel
-    (each range's rows are one thread's work), then the complement extremes of every feature."""
+    """:func:`_fw_columns` of a later update (``full`` 0) over every feature, for the changed clusters
+    of the ranges ``bounds[p] .. bounds[p+1]-1`` run in parallel (each range's rows are one thread's
+    work; each cluster's statistics run over its rows in row order, the same bits as one thread),
+    then the complement extremes of every feature."""
+    d = X.shape[1]
     for p in numba.prange(bounds.shape[0] - 1):
-        _fw_clusters(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, bounds[p], bounds[p + 1], dirty)
-    _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, 0, X.shape[1])
+        _fw_columns(X, y, cnt, C, b_sum, b_mu, b_q, b_g, b_min, b_max, b_feat, b_jext, 0, d, dirty, 0,
+                    bounds[p], bounds[p + 1], 0)
+    _fw_extremes(cnt, b_min, b_max, b_feat, b_jext, 0, d)
 
 
 #: a later feature-weight update (changed clusters only) splits the clusters between its threads
