@@ -331,6 +331,32 @@ def _two_feature_case(rng, case, n, k, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("offset", [False, True])
+@pytest.mark.parametrize("n,d,k", [(300, 256, 256), (200, 8, 8192), (97, 512, 128)])
+def test_blas_screened_path_at_default_thresholds_equals_sequential_reference(dtype, offset, n, d, k):
+    """The public ``assign_nearest`` on shapes that take the BLAS-screened kernel with the shipped
+    thresholds (no monkeypatching) gives, bit for bit, the labels and distances of the plain NumPy
+    reference of the exact kernel's arithmetic -- also far from the origin, where ``||c||^2 - 2 x.c``
+    cancels catastrophically and only the screen's recheck keeps the labels right."""
+    from fastfc import _assign as A
+
+    assert A.use_gemm(d, k, dtype)
+    rng = np.random.default_rng(n + d + k + offset)
+    X = rng.normal(size=(n, d))
+    C = rng.normal(size=(k, d))
+    if offset:
+        shift = 3e3 if dtype == np.float32 else 3e7
+        X += shift
+        C += shift
+    X = X.astype(dtype)
+    C = C.astype(dtype)
+    labels, dist = assign_nearest(X, C, return_distances=True)
+    ref_labels, ref_dist = _sequential_ref(X, C)
+    np.testing.assert_array_equal(labels, ref_labels)
+    np.testing.assert_array_equal(dist.view(np.uint8), ref_dist.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["random", "integer_ties", "duplicates", "near_ties", "non_finite"])
 def test_two_feature_direct_loop_is_bit_identical_to_numpy(dtype, case):
     """The direct kernel's two-feature loop (unweighted d = 2: rows split straight into registers,

@@ -124,3 +124,73 @@ def test_starts_kernel_reports_a_start_without_mass():
                                 np.zeros((2, 4, 3)), done)
     assert status == 0 and done.tolist() == [3, 3]
     assert sorted({tuple(A[i]) for i in idx[0, :3]}) == sorted({tuple(A[i]) for i in range(12)})
+
+
+def _awasthi_sheffet_start_ref(A, V, k, rng):
+    """One k-FED start written out from its definition, independent of ``fastfc.kfed``: plain D^2
+    seeding (first seed ``rng.integers(n)``; each next one the first row whose running sum of squared
+    distances to the nearest seed exceeds ``u * total``, ``u = rng.random()``; with no mass left, a
+    uniform pick among the rows not chosen), then the means of the 1/3-proximity sets (row i joins the
+    set of its nearest seed r when ``3 |a_i - nu_r| <= |a_i - nu_s|`` for the runner-up s; an empty set
+    keeps its seed), mapped back with ``V.T``, and the KMeans seed drawn last."""
+    n = A.shape[0]
+    idx = [int(rng.integers(n))]
+    closest = ((A - A[idx[0]]) ** 2).sum(1)
+    for _ in range(1, k):
+        cum = np.cumsum(closest)
+        if cum[-1] > 0.0:
+            u = rng.random()
+            pick = min(int(np.searchsorted(cum, u * cum[-1], side="right")), n - 1)
+        else:
+            free = [i for i in range(n) if i not in idx]
+            pick = free[int(rng.integers(len(free)))]
+        idx.append(pick)
+        closest = np.minimum(closest, ((A - A[pick]) ** 2).sum(1))
+    seeds = A[idx]
+    dist = np.sqrt(np.stack([((A - s) ** 2).sum(1) for s in seeds], axis=1))
+    counts = np.zeros(k, np.int64)
+    sums = np.zeros((k, A.shape[1]))
+    for i in range(n):
+        order = np.argsort(dist[i], kind="stable")
+        r = int(order[0])
+        if k == 1 or 3.0 * dist[i, r] <= dist[i, order[1]]:
+            counts[r] += 1
+            sums[r] += A[i]
+    proj = seeds.copy()
+    proj[counts > 0] = sums[counts > 0] / counts[counts > 0, None]
+    return np.array(idx), proj @ V.T, int(rng.integers(0, np.iinfo(np.int32).max))
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_start_equals_the_written_out_definition(case):
+    """k-FED's compiled seeding and proximity step (``d2_seed_rows``, ``_start_init`` and the all-starts
+    kernel ``_start_inits``, default paths) give, bit for bit, the seeds, the initial centres and the
+    KMeans seeds of the start written out from its definition in this test, and use the stream the same
+    way -- on random, duplicated and rounded rows (the duplicates run out of mass)."""
+    rng = np.random.default_rng(5000 + case)
+    n, r = int(rng.integers(2, 120)), int(rng.integers(1, 20))
+    k = int(rng.integers(1, min(n, 25) + 1))
+    if case % 3 == 0:
+        base = rng.normal(size=(int(rng.integers(1, min(n, 6) + 1)), r))
+        A = np.ascontiguousarray(base[rng.integers(0, base.shape[0], size=n)])
+    else:
+        A = rng.normal(size=(n, r)) * 10.0 ** rng.integers(-2, 3)
+        if case % 4 == 1:
+            A = np.round(A)
+    V = np.linalg.qr(rng.normal(size=(r + 3, r)))[0]
+    ref = _awasthi_sheffet_start_ref(A, V, k, np.random.default_rng(case))
+    ref_next = np.random.default_rng(case)
+    _awasthi_sheffet_start_ref(A, V, k, ref_next)
+    g = np.random.default_rng(case)
+    assert np.array_equal(kfed.d2_seed_rows(A, k, g), ref[0])
+    g = np.random.default_rng(case)
+    init, seed = kfed._start_init(A, V, k, g)
+    assert np.array_equal(init.view(np.uint64), ref[1].view(np.uint64))
+    assert seed == ref[2] and g.random() == ref_next.random()
+    g = np.random.default_rng(case)
+    starts = kfed._start_inits(A, V, k, g, 3)
+    h = np.random.default_rng(case)
+    for init, seed in starts:
+        want = _awasthi_sheffet_start_ref(A, V, k, h)
+        assert np.array_equal(init.view(np.uint64), want[1].view(np.uint64)) and seed == want[2]
+    assert g.random() == h.random()
