@@ -600,3 +600,150 @@ def test_robust_state_keeps_the_std_that_assign_would_recompute(shape):
     bare = ClientState(method=state.method, client=state.client, n_samples=state.n_samples,
                        n_features=state.n_features, values={"labels": state["labels"]}, round=state.round)
     np.testing.assert_array_equal(est.client_assign(X, state, replies[0]), est.client_assign(X, bare, replies[0]))
+
+
+# ------------------------------------------------- kernels on random inputs (several seeds and shapes)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("seed, n, k, d", [(10, 25, 1, 2), (11, 40, 2, 1), (12, 7, 3, 4), (13, 120, 8, 7),
+                                           (14, 90, 6, 10)])
+def test_snp_epoch_matches_reference_on_random_inputs(seed, n, k, d, dtype):
+    """One SNP pass (winner update, penalised rivals, win counts) equals the literal reference for
+    float32 and float64 rows, with a single seed (no rivals), one feature and more seeds than rows."""
+    rng = np.random.default_rng(seed)
+    X = (rng.normal(size=(n, d)) * rng.uniform(0.5, 5.0)).astype(dtype)
+    M0 = rng.normal(size=(k, d))
+    w0 = rng.integers(0, 6, size=k).astype(np.int64)
+    perm = rng.permutation(n).astype(np.int64)
+    eta = float(rng.uniform(0.05, 0.5))
+    M, w = M0.copy(), w0.copy()
+    _kstar.snp_epoch(X, perm, M, w, eta)
+    M_ref, w_ref = snp_epoch_ref(X, perm, M0, w0, eta)
+    np.testing.assert_array_equal(w, w_ref)
+    # same operations in double precision; the reference's NumPy sums (norms) may be ordered differently
+    np.testing.assert_allclose(M, M_ref, rtol=1e-12, atol=1e-12)
+    assert w.sum() == w0.sum() + n
+
+
+@pytest.mark.parametrize("seed, k0, d, n_nodes, max_nodes, T, beta_err", [
+    (20, 40, 4, 6, 10, 150, 5e-4), (21, 5, 1, 3, 3, 200, 5e-4), (22, 60, 7, 12, 20, 300, 5e-4),
+    (23, 30, 3, 8, 8, 200, 0.02)])
+def test_gcs_adapt_matches_reference_on_random_inputs(seed, k0, d, n_nodes, max_nodes, T, beta_err):
+    """A block of GCS steps (BMU move, neighbour moves, hit counts, error accrual and decay folded
+    through a running scale) equals the per-step reference; inactive nodes are left untouched."""
+    rng = np.random.default_rng(seed)
+    P = rng.normal(size=(k0, d)) * 3.0
+    W = rng.normal(size=(max_nodes, d))  # rows >= n_nodes are inactive garbage: must stay as they are
+    E = rng.uniform(size=max_nodes)
+    hits = rng.integers(0, 3, size=max_nodes).astype(np.int64)
+    adj = np.triu(rng.random((max_nodes, max_nodes)) < 0.4, 1).astype(np.uint8)
+    adj[np.arange(n_nodes - 1), np.arange(1, n_nodes)] = 1  # a chain: every active node has a neighbour
+    adj = (adj | adj.T).astype(np.uint8)
+    draws = rng.integers(k0, size=T).astype(np.int64)
+    W0, E0, h0 = W.copy(), E.copy(), hits.copy()
+    W_ref, E_ref, h_ref = gcs_adapt_ref(P, draws, W, E, adj, hits, n_nodes, 0.06, 0.002, beta_err)
+    _kstar.gcs_adapt(P, draws, W, E, adj, hits, n_nodes, 0.06, 0.002, beta_err)
+    np.testing.assert_array_equal(hits, h_ref)
+    np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=1e-14)
+    # the kernel divides by the running decay and multiplies back once: a few roundings differ
+    np.testing.assert_allclose(E, E_ref, rtol=1e-10)
+    np.testing.assert_array_equal(W[n_nodes:], W0[n_nodes:])
+    np.testing.assert_array_equal(E[n_nodes:], E0[n_nodes:])
+    assert hits.sum() == h0.sum() + T
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("seed, N, d", [(30, 2, 1), (31, 3, 4), (32, 37, 5), (33, 150, 12)])
+def test_pairwise_upper_matches_pdist_on_random_inputs(seed, N, d, n_threads):
+    """pairwise_upper fills the condensed (pdist-order) distance vector, bit for bit the feature-order
+    double sum of the module contract, on one or two threads (duplicate rows give exact zeros)."""
+    from reference_kstar import dist_matrix
+
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(N, d)) * rng.uniform(0.1, 10.0)
+    if N > 2:
+        V[N - 1] = V[0]  # a duplicate row: distance exactly 0
+    out = np.full(N * (N - 1) // 2, np.nan)
+    _kstar.pairwise_upper(V, out, n_threads)
+    # the reference sums the squared differences in feature order in float64, as the kernel: identical bits
+    np.testing.assert_array_equal(out, dist_matrix(V)[np.triu_indices(N, 1)])
+    np.testing.assert_allclose(out, pdist(V), rtol=1e-13)  # scipy's own summation order differs
+
+
+@pytest.mark.parametrize("seed, N, d, m", [(40, 2, 1, 3), (41, 20, 3, 50), (42, 80, 9, 400)])
+def test_pair_dists_matches_reference_and_pairwise_upper_bit_for_bit(seed, N, d, m):
+    """out[m] = ||V[p0] - V[p1]|| for arbitrary index pairs (either order, i == j, repeats), with the
+    same bits as pairwise_upper gives that pair (the strict <= D_s test relies on it)."""
+    from reference_kstar import dist_matrix
+
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(N, d)) * rng.uniform(0.1, 10.0)
+    pairs = rng.integers(N, size=(m, 2)).astype(np.int64)
+    pairs[0] = [0, 0]
+    pairs[1] = [N - 1, 0]
+    out = np.full(m, np.nan)
+    _kstar.pair_dists(V, pairs, out)
+    Dm = dist_matrix(V)  # feature-order float64 sums and sqrt, as the kernel: identical bits
+    np.testing.assert_array_equal(out, Dm[pairs[:, 0], pairs[:, 1]])
+    assert out[0] == 0.0
+    up = np.empty(N * (N - 1) // 2)
+    _kstar.pairwise_upper(V, up, 1)
+    i, j = pairs.min(1), pairs.max(1)
+    off = i != j
+    cond = i * N - i * (i + 1) // 2 + (j - i - 1)  # condensed index of (i, j), i < j
+    np.testing.assert_array_equal(out[off], up[cond[off]])
+
+
+def _mutual_pairs_loop(nbr, nd):
+    """Every (i, j), i < j, with j in i's list and i in j's list: rows (i, j, rank_ij, rank_ji), D[i, j]."""
+    N = nbr.shape[0]
+    rank = [{int(j): a + 1 for a, j in enumerate(nbr[i]) if j >= 0} for i in range(N)]
+    rows, dist = [], []
+    for i in range(N):
+        for j in range(i + 1, N):
+            if j in rank[i] and i in rank[j]:
+                rows.append((i, j, rank[i][j], rank[j][i]))
+                dist.append(nd[i, rank[i][j] - 1])
+    return np.array(rows, dtype=np.int64).reshape(-1, 4), np.array(dist, dtype=np.float64)
+
+
+def _check_mutual_pairs(nbr, nd):
+    N, B = nbr.shape
+    pairs = np.full((N * B, 2), -7, dtype=np.int64)
+    ranks = np.full((N * B, 2), -7, dtype=np.int64)
+    dist = np.full(N * B, np.nan)
+    cnt = _kstar.mutual_pairs(nbr, nd, pairs, ranks, dist)
+    ref, ref_dist = _mutual_pairs_loop(nbr, nd)
+    assert cnt == len(ref)
+    got = np.hstack([pairs[:cnt], ranks[:cnt]])
+    o = np.lexsort((got[:, 1], got[:, 0]))  # the pairs as a set: compare in (i, j) order
+    np.testing.assert_array_equal(got[o], ref)
+    np.testing.assert_array_equal(dist[:cnt][o], ref_dist)
+    return cnt
+
+
+@pytest.mark.parametrize("seed, N, d, B", [(50, 2, 1, 1), (51, 30, 2, 3), (52, 60, 4, 8), (53, 12, 3, 11)])
+def test_mutual_pairs_matches_loop_reference_on_knn_lists(seed, N, d, B):
+    """On exact B-NN lists of random points, mutual_pairs returns every pair i < j that are in each
+    other's list (no other, none twice), both 1-based ranks and D[i, j]."""
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(N, d))
+    nbr, nd = knn_lists_ref(V, B)
+    assert _check_mutual_pairs(np.ascontiguousarray(nbr), np.ascontiguousarray(nd)) >= 1
+
+
+@pytest.mark.parametrize("seed", [60, 61, 62])
+def test_mutual_pairs_matches_loop_reference_on_random_lists(seed):
+    """On arbitrary neighbour lists (random order, asymmetric ranks, -1 padding at the tail of some
+    rows) mutual_pairs still finds exactly the mutual pairs with their ranks and distances."""
+    rng = np.random.default_rng(seed)
+    N, B = 15, 6
+    S = rng.uniform(size=(N, N))
+    S = S + S.T  # a symmetric "distance" so D[i, j] is well defined
+    nbr = np.empty((N, B), dtype=np.int64)
+    for i in range(N):
+        nbr[i] = rng.choice(np.delete(np.arange(N), i), size=B, replace=False)
+        pad = int(rng.integers(0, 3)) if i % 3 == 0 else 0
+        if pad:
+            nbr[i, B - pad:] = -1
+    nd = np.where(nbr >= 0, S[np.arange(N)[:, None], nbr], np.inf)
+    assert _check_mutual_pairs(nbr, np.ascontiguousarray(nd)) >= 3

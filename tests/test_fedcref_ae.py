@@ -269,3 +269,93 @@ def test_cluster_refine_paper_example_local_models_win_ties():
     E[4] = [3, 1, 2]  # now model 2 fits row 4 better than model 0
     K.cluster_refine(E, 2, labels, sel)
     np.testing.assert_array_equal(labels, [0, 0, 0, 1, 0])
+
+
+# ---------------------------------------------------------------- element-wise AE kernels vs NumPy
+# Shapes (rows, width): a single row, a width that is a multiple of 8, widths that are not (the
+# vectorised loops' remainder), a larger block. The kernels take float32 (the only dtype _ae.py
+# passes); each reference below is an independent float64 formula of the same float32 inputs.
+_AE_SHAPES = [(1, 13), (7, 8), (33, 29), (128, 100)]
+
+
+def _ae_inputs(rows, width, seed):
+    rng = np.random.default_rng(seed)
+    A = (rng.standard_normal((rows, width)) * 2.0).astype(np.float32)  # both signs, |z| up to ~8
+    b = rng.standard_normal(width).astype(np.float32)
+    X = rng.random((rows, width)).astype(np.float32)
+    return A, b, X
+
+
+@pytest.mark.parametrize("rows, width", _AE_SHAPES)
+def test_bias_relu_kernel_equals_numpy_max_of_a_plus_b(rows, width):
+    """bias_relu overwrites A with max(A + b, 0) (bias broadcast over rows) and leaves b untouched."""
+    A, b, _ = _ae_inputs(rows, width, 100 + rows)
+    A[0, 0] = -b[0]  # a pre-activation of exactly 0: ReLU gives 0
+    b0 = b.copy()
+    ref = np.maximum(A.astype(np.float64) + b.astype(np.float64), 0.0)
+    assert (ref > 0).any() and (ref == 0).any()  # both sides of the ReLU are exercised
+    K.bias_relu(A, b)
+    np.testing.assert_array_equal(b, b0)
+    assert A.dtype == np.float32
+    # the kernel rounds the sum once to float32: relative error <= 2**-24 (~6e-8), zeros exact
+    np.testing.assert_allclose(A, ref, rtol=1e-7, atol=0)
+    np.testing.assert_array_equal(A == 0, ref == 0)
+
+
+@pytest.mark.parametrize("rows, width", _AE_SHAPES)
+def test_relu_mask_kernel_zeroes_the_gradient_exactly_where_the_relu_output_is_zero(rows, width):
+    """relu_mask overwrites D with D * (H > 0) (H a ReLU output, many exact zeros), H untouched."""
+    rng = np.random.default_rng(200 + rows)
+    D = rng.standard_normal((rows, width)).astype(np.float32)
+    H = np.maximum(rng.standard_normal((rows, width)), 0.0).astype(np.float32)
+    H[0, 0], H[-1, -1] = 0.0, np.float32(1e-30)  # a zero and a tiny positive activation
+    H0 = H.copy()
+    ref = np.where(H.astype(np.float64) > 0, D.astype(np.float64), 0.0)
+    assert (ref != 0).any() and (ref == 0).any()
+    K.relu_mask(D, H)
+    np.testing.assert_array_equal(H, H0)
+    # only copies or zeros: no rounding anywhere, so the result is exact
+    np.testing.assert_array_equal(D, ref)
+
+
+def _sigmoid64(A, b):
+    return 1.0 / (1.0 + np.exp(-(A.astype(np.float64) + b.astype(np.float64))))
+
+
+@pytest.mark.parametrize("rows, width", _AE_SHAPES)
+def test_bias_sigmoid_mse_grad_kernel_equals_the_float64_loss_and_delta(rows, width):
+    """bias_sigmoid_mse_grad returns mean((s - x)^2), s = sigmoid(A + b), and overwrites A with
+    delta = 2 / (B d) (s - x) s (1 - s); b and X are not modified."""
+    A, b, X = _ae_inputs(rows, width, 300 + rows)
+    b0, X0 = b.copy(), X.copy()
+    X64 = X.astype(np.float64)
+    s = _sigmoid64(A, b)
+    scale = 2.0 / (rows * width)
+    delta_ref = scale * (s - X64) * s * (1.0 - s)
+    loss_ref = float(np.mean((s - X64) ** 2))
+    loss = K.bias_sigmoid_mse_grad(A, b, X)
+    np.testing.assert_array_equal(b, b0)
+    np.testing.assert_array_equal(X, X0)
+    # float32 sigmoid: absolute error of s, 1 - s and s - x is a few float32 ulps of 1 (< 1e-6), so
+    # |delta - delta_ref| <= scale * 1e-6: an absolute floor of 1e-5 * scale (delta itself reaches
+    # scale / 4) on top of rtol 1e-5; s - x may cancel, so a pure relative bound would not hold
+    np.testing.assert_allclose(A, delta_ref, rtol=1e-5, atol=1e-5 * scale)
+    # the loss sums those squares in float64: |r^2 error| <= 2 |r| 1e-6, mean r^2 here is ~0.1
+    assert loss == pytest.approx(loss_ref, rel=1e-5)
+
+
+@pytest.mark.parametrize("rows, width", _AE_SHAPES)
+def test_bias_sigmoid_row_mse_kernel_equals_the_float64_row_errors(rows, width):
+    """bias_sigmoid_row_mse writes out[i] = mean_f (x_if - sigmoid(a_if + b_f))^2 and modifies none
+    of A, b, X."""
+    A, b, X = _ae_inputs(rows, width, 400 + rows)
+    A0, b0, X0 = A.copy(), b.copy(), X.copy()
+    ref = ((_sigmoid64(A, b) - X.astype(np.float64)) ** 2).mean(axis=1)
+    out = np.full(rows, np.nan, np.float32)
+    K.bias_sigmoid_row_mse(A, b, X, out)
+    np.testing.assert_array_equal(A, A0)
+    np.testing.assert_array_equal(b, b0)
+    np.testing.assert_array_equal(X, X0)
+    # each residual r has an absolute error < 1e-6 (float32 sigmoid and subtraction), so r^2 is off by
+    # < 2 |r| 1e-6 <= 2e-6 in the worst case; the row mean then is stored as float32 (rel 6e-8)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-6)

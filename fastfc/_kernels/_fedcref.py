@@ -8,8 +8,9 @@ division become packed instructions: same IEEE-rounded results, bit for bit). Ev
 parameters float32, indices int64) plus preallocated outputs where it writes more than a
 scalar, never validates, never touches an RNG, and releases the GIL (``nogil=True``) so
 models and clients can run in threads. Orchestration lives in :mod:`fastfc._ae` and
-:mod:`fastfc.fedcref`; plain NumPy references of every kernel are in
-``tests/reference_fedcref.py``.
+:mod:`fastfc.fedcref`; the plain NumPy references the kernels are tested against are in
+``tests/reference_fedcref.py`` (the AE forward pass, the association and ratio scores, the refinement) and
+in ``tests/test_fedcref_ae.py`` (the fused element-wise steps, per kernel).
 
 Spec: ``shared/specs/fedcref.md`` §3.1 (AE), §3.3 (association score), §3.5 (Algorithm 2),
 §4.2 (hot loops).

@@ -129,7 +129,10 @@ def gcs_adapt(
     """``len(draws)`` GCS adaptation steps (spec 3.3 lines 4-6 and 12).
 
     Error decay ``E *= (1 - beta_err)`` after each step is applied through a
-    running scale factor and folded back at the end of the block.
+    running scale factor and folded back at the end of the block. Precondition: the factor
+    ``(1 - beta_err) ** len(draws)`` stays far from underflow (the caller's blocks are at most
+    ``GCS_LAMBDA`` = 200 steps with ``beta_err`` = 5e-4: at least 0.90); a block long enough for it to
+    reach 0 would turn ``E`` into NaN.
     """
     cdef Py_ssize_t T = draws.shape[0], d = W.shape[1]
     cdef Py_ssize_t step, i, s, c, f
