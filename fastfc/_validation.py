@@ -61,7 +61,10 @@ def check_client_data(
             f"{name} is a list of {len(X)} 2-D arrays; expected one 2-D array. For data held per client "
             "use fit_clients(X_clients), or stack the rows and pass fit(X, client_ids=...)"
         )
-    arr = np.asarray(X) if not hasattr(X, "dtype") else X
+    try:
+        arr = np.asarray(X) if not hasattr(X, "dtype") else X
+    except ValueError as exc:  # ragged nested sequences
+        raise ValueError(f"{name} is not a rectangular array: {exc}") from None
     if hasattr(arr, "dtype") and arr.dtype.kind in "OUSVmM" and arr.dtype != object:
         # datetime64/timedelta64 would otherwise become their raw integer counts (units since the epoch)
         raise TypeError(f"{name} has non-numeric dtype {arr.dtype}; expected real numbers")
@@ -71,10 +74,14 @@ def check_client_data(
             out = validate_data(estimator, X, reset=reset, **kwargs)
         else:
             out = check_array(X, input_name=name, **kwargs)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         msg = str(exc)
-        if "could not convert" in msg or "Unable to convert" in msg:
+        if "complex" in msg.lower():  # a complex ndarray, or complex numbers inside an object array or a list
+            raise ValueError(f"{name}: Complex data not supported; expected real numbers") from None
+        if isinstance(exc, TypeError) or "could not convert" in msg or "Unable to convert" in msg:
             raise TypeError(f"{name} contains non-numeric values: {msg}") from None
+        if name not in msg:  # scikit-learn's shape messages do not say which array (which client) they are about
+            raise ValueError(f"{name}: {msg}") from None
         raise
     if out.shape[1] == 0:
         raise ValueError(f"{name} has 0 features; at least one is required")

@@ -68,6 +68,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
+from ._grouping import near_duplicate_groups
 from ._kernels import _feca as K
 from ._parallel import effective_n_jobs, helper_pool, limit_blas_threads
 from ._state import ClientState
@@ -1431,12 +1432,21 @@ class FeCA(BaseFederatedClusterer):
             r = r * np.repeat([_units.scale_ratio(s.feature_stats, weight) for s in summaries],
                               [s.radii.shape[0] for s in summaries])
         centers, sizes, _, n_groups = feca_server(C, r, self.n_clusters, merge_excess=self.merge_pieces)
+        # groups whose centres coincide up to rounding (copies of the same rows on several clients) are one
+        # centre: the nearest-centre labels never used the later copies, so the partition is the same
+        dup, reps = near_duplicate_groups(centers)
+        n_kept = centers.shape[0]
+        if reps.shape[0] < n_kept:
+            centers, sizes = centers[reps], np.bincount(dup, weights=sizes).astype(np.int64)
         if weight is not None:
             centers = scaler.inverse(centers)
         if centers.shape[0] < self.n_clusters:
+            what = (f"the {n_kept} largest of the {n_groups} group(s) the server formed from {C.shape[0]} uploaded "
+                    f"centroids have only {centers.shape[0]} distinct centres (the same rows on several clients?)"
+                    if centers.shape[0] < n_kept else
+                    f"the server formed only {n_groups} group(s) from {C.shape[0]} uploaded centroids")
             warn_caller(
-                f"FeCA: the server formed only {n_groups} group(s) from {C.shape[0]} uploaded centroids, "
-                f"fewer than n_clusters={self.n_clusters}; returning {centers.shape[0]} centres",
+                f"FeCA: {what}, fewer than n_clusters={self.n_clusters}; returning {centers.shape[0]} centres",
                 FewerGroupsWarning,
             )
         d = C.shape[1]

@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
-from ._grouping import variance_split_groups, ward_cut
+from ._grouping import near_duplicate_groups, variance_split_groups, ward_cut
 from ._state import ClientState
 from ._units import fill_empty_array, standardize_rows
 from ._warnings import warn_caller
@@ -729,10 +729,19 @@ class FedHIRE(BaseFederatedClusterer):
         Cs, weight = _server_view(C, self._standardize())
         attempts = 1 + (self.max_retries if self.on_init_failure == "retry-server" else 0)
         fusion = self._fusion()
-        too_few = fusion == "linkage" and not _has_distinct_rows(Cs, self.n_clusters)
+        # robust semantics: uploads equal up to rounding (means of identical rows on several clients, or
+        # twin clusterlets of one client) are copies of one point. When fewer than n_clusters points are
+        # left, one cluster per point (with a warning) instead of splitting copies to reach n_clusters;
+        # otherwise every copy takes its first copy's global label, so identical rows never end in
+        # different global clusters (the published code, reference semantics, labels every upload alone)
+        dup, reps = (near_duplicate_groups(C) if self.semantics != "reference"
+                     else (np.arange(n_s, dtype=np.int64), np.arange(n_s, dtype=np.int64)))
+        too_few = fusion == "linkage" and (reps.shape[0] < self.n_clusters
+                                           or not _has_distinct_rows(Cs, self.n_clusters))
         for attempt in range(attempts):
             if too_few:
-                labels, Z = _degenerate_fusion(Cs, self.n_clusters)
+                labels, Z = _degenerate_fusion(Cs[reps], self.n_clusters)
+                labels, Z = labels[dup], np.ascontiguousarray(Z[dup])
                 break
             try:
                 labels, Z = server_hierarchy(
@@ -742,6 +751,7 @@ class FedHIRE(BaseFederatedClusterer):
                     fusion=fusion,
                 )
                 labels = self._relabel_clusterlets(Cs, labels)
+                labels = labels[reps][dup]
                 break
             except KModesInitError as exc:
                 if attempt == attempts - 1:

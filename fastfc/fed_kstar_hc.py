@@ -71,7 +71,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from . import _units
 from ._kernels import _kstar
 from ._parallel import sklearn_seed
-from ._grouping import variance_split_groups
+from ._grouping import near_duplicate_groups, variance_split_groups
 from ._state import ClientState
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
@@ -2147,6 +2147,9 @@ class FedKStarHC(BaseFederatedClusterer):
             weight = 1.0 / unit
             beta = 0.0 if self.beta is None else self.beta
             merges, heights, gain, k_top = self._tree(counts, means / unit, m2 / unit ** 2, beta, n_threads)
+            # subclusters whose means are equal up to rounding (identical rows held by several clients)
+            # are one point: Ward merges them first (no cost), and no cut may keep them apart
+            dup, reps = near_duplicate_groups(means)
             if self.n_clusters is None and self.k_select in ("bic", "bic_eff", "bic_corr"):
                 n_eff = None if self.k_select == "bic" else bic_sample_size(k0, float(n))
                 select = select_k_bic_corr if self.k_select == "bic_corr" else select_k_bic
@@ -2157,15 +2160,24 @@ class FedKStarHC(BaseFederatedClusterer):
                 total = float(((n - 1) * (std / unit) ** 2).sum())
                 k, scores = select_k_ch(gain, total, within, n, k_max=k_top)
                 scores = np.nan_to_num(scores, posinf=np.finfo(np.float64).max)
+                k = min(k, reps.shape[0])
             else:
                 k = int(self.n_clusters)
-                if k > k0:
+                if k > reps.shape[0] and reps.shape[0] < k0:
+                    warn_caller(f"the clients' {k0} subclusters have only {reps.shape[0]} distinct means (fewer "
+                                f"distinct rows than n_clusters={k}?): returning {reps.shape[0]} clusters",
+                                RuntimeWarning)
+                    k = reps.shape[0]
+                elif k > k0:
                     warn_caller(f"n_clusters={k} is larger than the {k0} subclusters the clients uploaded: "
                                 f"returning {k0} clusters (a client uploads only pieces of at least min_size="
                                 f"{self._floor(d)} rows, so clients with fewer rows per cluster upload fewer "
                                 "pieces; a smaller min_size allows smaller pieces)", RuntimeWarning)
                     k = k0
             labels = cut_tree(merges, k0, k)
+            if reps.shape[0] < k0:  # every copy takes its first copy's cluster (a no-op unless a cut split them)
+                labels = np.unique(labels[reps][dup], return_inverse=True)[1]
+                labels = labels.reshape(-1).astype(np.int64)
         k = int(labels.max()) + 1
         cnt = np.bincount(labels, weights=counts, minlength=k)
         centers = np.zeros((k, d))

@@ -102,6 +102,25 @@ def test_non_numeric_rejected(make, X, match):
         make().fit_clients([np.ones((3, 2)), X])
 
 
+@pytest.mark.parametrize("bad, match", [
+    (np.array([[1 + 2j, 0.0], [1.0, 2.0], [3.0, 4.0]], dtype=object), "Complex data not supported"),
+    ([[1 + 2j, 0.0], [1.0, 2.0], [3.0, 4.0]], "Complex data not supported"),
+    (np.ones((3, 2)) * (1 + 1j), "Complex data not supported"),
+    (np.ones(3), "Expected 2D array"),
+    (np.ones((3, 2, 2)), "dim 3"),
+    ([[1.0, 2.0], [3.0]], "not a rectangular array"),
+    (np.array([[None, 1.0], [1.0, 2.0], [3.0, 4.0]], dtype=object), "NaN"),
+], ids=["object-complex", "list-complex", "complex", "1-D", "3-D", "ragged", "object-None"])
+def test_bad_client_array_is_named(make, bad, match):
+    """A bad array gets an error that names the problem and which input it is: ``X`` in fit, the client
+    in fit_clients (complex numbers inside an object array or a list used to give Python's bare
+    "float() argument must be ... not 'complex'", and shape errors named no client)."""
+    with pytest.raises((TypeError, ValueError), match=rf"client 1 data.*{match}|{match}.*client 1 data"):
+        make().fit_clients([np.ones((3, 2)), bad])
+    with pytest.raises((TypeError, ValueError), match=rf"X.*{match}|{match}.*X"):
+        make().fit(bad)
+
+
 def test_numeric_object_and_integer_arrays_are_accepted_as_floats(make):
     X = np.concatenate(_clients(np.random.default_rng(4)))
     ids = np.repeat(np.arange(3), [30, 40, 25])
@@ -164,6 +183,31 @@ def test_one_client_and_duplicates(make):
     # identical rows always share a label
     for i in range(5):
         assert len(set(est.labels_[i * 10:(i + 1) * 10])) == 1
+
+
+@pytest.mark.parametrize("n_clients", [1, 2, 4])
+@pytest.mark.parametrize("n_points, k", [(3, 5), (5, 8)])
+def test_fewer_distinct_rows_than_clusters(make, n_clients, n_points, k):
+    """Fewer distinct rows than n_clusters, on one client or interleaved over several: identical rows share
+    a label, every distinct point is a cluster of its own, and a warning naming n_clusters says so.
+    (Fed-HIRE, GOLD and Fed-k*-HC split copies of one point by client, or between a client's twin
+    clusterlets, to reach n_clusters, silently; FeCA on several clients returned n_clusters centres,
+    some coinciding, without a warning.)"""
+    import warnings
+
+    from conftest import make_all_estimators
+
+    for seed in (0, 1):
+        P = np.random.default_rng(seed).normal(size=(n_points, 4)) * 5
+        row = np.arange(300) % n_points
+        ids = np.random.default_rng(seed + 10).integers(0, n_clients, 300)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est = make_all_estimators(n_clusters=k, random_state=seed)[make.name].fit(P[row], client_ids=ids)
+        for r in range(n_points):
+            assert np.unique(est.labels_[row == r]).size == 1, (seed, r)
+        assert np.unique(est.labels_).size == n_points
+        assert any(str(k) in str(w.message) for w in caught), [str(w.message) for w in caught]
 
 
 def test_tiny_clients(make):

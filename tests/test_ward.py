@@ -108,3 +108,31 @@ def test_ward_cut_one_distance_matrix():
         fh.write("5")  # reset the high-water mark
     ward_cut(P, 5)
     assert _rss("VmHWM") - base < 1.5 * condensed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_near_duplicate_groups_keeps_every_rounding_pair_together(seed):
+    """``near_duplicate_groups``: two points whose every coordinate differs by at most ``rtol`` times the
+    feature's largest magnitude always share a group (checked against all pairs); copies perturbed by a
+    few ulps form one group per original point; points further apart than the longest possible chain of
+    such steps stay apart; groups are numbered by their first point, which is their representative."""
+    from fastfc._grouping import DUPLICATE_RTOL, near_duplicate_groups
+
+    rng = np.random.default_rng(seed)
+    m, d = int(rng.integers(1, 12)), int(rng.integers(1, 6))
+    base = rng.normal(size=(m, d)) * 10.0 ** rng.integers(-3, 4, size=d)
+    which = rng.integers(0, m, size=60)
+    P = base[which] * (1 + rng.integers(-4, 5, size=(60, d)) * np.finfo(np.float64).eps)
+    labels, first = near_duplicate_groups(P)
+    tol = DUPLICATE_RTOL * np.abs(P).max(axis=0)
+    linked = (np.abs(P[:, None, :] - P[None, :, :]) <= tol).all(axis=2)
+    assert (labels[:, None] == labels[None, :])[linked].all()
+    # the copies of one base point are one group, different base points different groups
+    _, ref = np.unique(which, return_inverse=True)
+    assert (labels[:, None] == labels[None, :]).tolist() == (ref[:, None] == ref[None, :]).tolist()
+    assert first.tolist() == sorted(np.unique(labels, return_index=True)[1].tolist())
+    assert labels[first].tolist() == list(range(first.size))
+    # all distinct: one group each, in order
+    Q = rng.normal(size=(50, d))
+    labels, first = near_duplicate_groups(Q)
+    assert labels.tolist() == list(range(50)) and first.tolist() == list(range(50))
