@@ -148,6 +148,35 @@ def test_parameter_and_data_errors():
         FedCRef(n_local_clusters=2, match_policy="any").fit_clients(Xc)
 
 
+@pytest.mark.parametrize("mutate, match", [
+    (lambda x: np.where(np.arange(x.size).reshape(x.shape) == 5, np.nan, x), "NaN"),
+    (lambda x: np.where(np.arange(x.size).reshape(x.shape) == 5, np.inf, x), "infinity"),
+    (lambda x: x[:, :-1], "different feature counts.*client 1: 63"),
+    (lambda x: x[:0], "client 1 data|0 sample|empty"),
+    (lambda x: x[:, 0], "client 1 data.*Expected 2D"),
+    (lambda x: x.astype(np.complex64), "client 1 data.*Complex"),
+], ids=["nan", "inf", "feature-count", "empty", "1-D", "complex"])
+def test_bad_client_data_is_rejected_by_name(mutate, match):
+    """FedCRef validates its clients as the other estimators do: NaN, inf, a feature count of its own, an
+    empty client, a 1-D or complex client give an error naming the problem, before any training."""
+    Xc, _, _ = _digits_clients(per_class=20)
+    Xc[1] = mutate(Xc[1])
+    with pytest.raises((ValueError, TypeError), match=match):
+        FedCRef(n_local_clusters=2, random_state=0).fit_clients(Xc)
+
+
+def test_caller_arrays_are_not_modified_and_read_only_input_fits():
+    """The clients' rows and initial labels, read-only and float32 or float64, are left as they were."""
+    Xc, _, init = _digits_clients(per_class=15)
+    Xc = [x.astype(np.float64) if i % 2 else x for i, x in enumerate(Xc)]
+    for a in [*Xc, *init]:
+        a.setflags(write=False)
+    before = [a.copy() for a in [*Xc, *init]]
+    FedCRef(init_labels=init, random_state=0, **{**FAST, "local_epochs": 2, "fl_rounds": 1, "max_iter": 1}).fit_clients(Xc)
+    for a, b in zip([*Xc, *init], before):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
 # ------------------------------------------------------------------ server graph logic
 def _graph(scores, sizes, policy="best", theta=0.2, min_size=1, **kw):
     """Run the server's association on hand-made scores; every cluster of every client has a model. The
