@@ -154,6 +154,8 @@ def make_cases(rng_seed: int = 0) -> list[Case]:
     Xd = np.repeat(X[:3], 50, axis=0)
     cases.append(Case("3 distinct rows", Xd, np.arange(150) % 3, np.repeat(np.arange(3), 50), 3,
                       "duplicates only: 3 distinct rows x 50"))
+    cases.append(Case("3 distinct rows, K=5", Xd, np.arange(150) % 3, np.repeat(np.arange(3), 50), 5,
+                      "duplicates only, n_clusters above the 3 distinct rows: expect 3 clusters + warning"))
     cases.append(Case("constant features", np.hstack([X, np.full((len(y), 2), 7.0)]), ids, y, 3,
                       "2 extra constant columns"))
     X1, y1 = blobs(rng, k=3, n=300, d=1)
@@ -198,6 +200,8 @@ def make_cases(rng_seed: int = 0) -> list[Case]:
     cases.append(Case("strings", np.array([["a", "b"]] * 5), np.arange(5) % 2, None, 2, bad=True,
                       expect="non-numeric"))
     cases.append(Case("complex", X.astype(complex), ids, None, 3, bad=True, expect="omplex"))
+    cases.append(Case("object complex", np.array([[1 + 2j, 0.0]] + [[1.0, 2.0]] * 9, dtype=object), np.arange(10) % 2,
+                      None, 2, bad=True, expect="omplex"))
     cases.append(Case("datetime", np.zeros((10, 2), dtype="datetime64[s]"), np.arange(10) % 2, None, 2,
                       bad=True, expect="dtype"))
     cases.append(Case("None entries", [[1.0, None]] * 10, np.arange(10) % 2, None, 2, bad=True,
