@@ -175,6 +175,43 @@ def test_caller_arrays_not_modified(make, dtype):
     np.testing.assert_array_equal(X, X_copy)
 
 
+def test_interleaved_client_ids_equal_fit_clients_for_any_n_jobs(make):
+    """fit(X, client_ids=ids) with every client's rows interleaved at random, and string ids, gives the
+    labels and centres of fit_clients on the clients in sorted id order (each client's rows in X's order),
+    for n_jobs 1 and 2 (labels_ in X's row order). Read-only X, ids and client arrays are fitted as they are."""
+    rng = np.random.default_rng(7)
+    Xs = _clients(rng, sizes=(60, 45, 50))
+    X = np.concatenate(Xs)
+    ids = np.repeat(np.arange(3), [len(x) for x in Xs])
+    perm = rng.permutation(len(X))
+    X, ids = X[perm], ids[perm]
+    names = np.array(["north", "south", "west"])[ids]
+    Xs = [X[ids == c] for c in range(3)]  # each client's rows in X's order
+    for a in (X, ids, names, *Xs):
+        a.setflags(write=False)
+    ref = make().fit_clients(Xs)
+    for n_jobs in (1, 2):
+        for cid in (ids, names):
+            est = make().set_params(n_jobs=n_jobs).fit(X, client_ids=cid)
+            np.testing.assert_array_equal(est.cluster_centers_, ref.cluster_centers_)
+            for c in range(3):
+                np.testing.assert_array_equal(est.labels_[ids == c], ref.client_labels_[c])
+
+
+@pytest.mark.parametrize("refine_rounds", [0, 2])
+def test_labels_do_not_depend_on_n_jobs(make, refine_rounds):
+    """The same random_state gives the same labels and centres on 1, 2 and all threads, with and without
+    refinement rounds."""
+    if make.name == "FedKMeans" and refine_rounds:
+        pytest.skip("FedKMeans is itself multi-round (no refine_rounds)")
+    Xs = _clients(np.random.default_rng(8), sizes=(300, 200, 250), d=5)
+    fits = [make().set_params(n_jobs=n_jobs, **({"refine_rounds": refine_rounds} if refine_rounds else {}))
+            .fit_clients(Xs) for n_jobs in (1, 2, -1)]
+    for est in fits[1:]:
+        np.testing.assert_array_equal(est.labels_, fits[0].labels_)
+        np.testing.assert_array_equal(est.cluster_centers_, fits[0].cluster_centers_)
+
+
 def test_one_client_and_duplicates(make):
     rng = np.random.default_rng(2)
     X = np.repeat(rng.normal(size=(5, 3)), 10, axis=0)  # 5 distinct points, each 10 times
