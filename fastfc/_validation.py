@@ -76,7 +76,7 @@ def check_client_data(
             out = check_array(X, input_name=name, **kwargs)
     except (ValueError, TypeError) as exc:
         msg = str(exc)
-        if "complex" in msg.lower():  # a complex ndarray, or complex numbers inside an object array or a list
+        if "Complex data not supported" in msg or "not 'complex'" in msg:  # an ndarray, or inside an object array
             raise ValueError(f"{name}: Complex data not supported; expected real numbers") from None
         if isinstance(exc, TypeError) or "could not convert" in msg or "Unable to convert" in msg:
             raise TypeError(f"{name} contains non-numeric values: {msg}") from None

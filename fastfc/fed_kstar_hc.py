@@ -2160,7 +2160,6 @@ class FedKStarHC(BaseFederatedClusterer):
                 total = float(((n - 1) * (std / unit) ** 2).sum())
                 k, scores = select_k_ch(gain, total, within, n, k_max=k_top)
                 scores = np.nan_to_num(scores, posinf=np.finfo(np.float64).max)
-                k = min(k, reps.shape[0])
             else:
                 k = int(self.n_clusters)
                 if k > reps.shape[0] and reps.shape[0] < k0:
@@ -2174,6 +2173,7 @@ class FedKStarHC(BaseFederatedClusterer):
                                 f"{self._floor(d)} rows, so clients with fewer rows per cluster upload fewer "
                                 "pieces; a smaller min_size allows smaller pieces)", RuntimeWarning)
                     k = k0
+            k = min(k, reps.shape[0])  # an estimated k* too: never more clusters than distinct points
             labels = cut_tree(merges, k0, k)
             if reps.shape[0] < k0:  # every copy takes its first copy's cluster (a no-op unless a cut split them)
                 labels = np.unique(labels[reps][dup], return_inverse=True)[1]

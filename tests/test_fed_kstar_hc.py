@@ -747,3 +747,16 @@ def test_mutual_pairs_matches_loop_reference_on_random_lists(seed):
             nbr[i, B - pad:] = -1
     nd = np.where(nbr >= 0, S[np.arange(N)[:, None], nbr], np.inf)
     assert _check_mutual_pairs(nbr, np.ascontiguousarray(nd)) >= 3
+
+
+@pytest.mark.parametrize("k_select", ["bic_eff", "bic", "ch"])
+def test_estimated_k_never_splits_copies_of_one_point(k_select):
+    """With k* estimated, 3 distinct points repeated over 2 and 4 clients give at most 3 clusters and the
+    copies of each point one label (the cut never exceeds the distinct subcluster means)."""
+    for seed, n_clients in [(0, 2), (1, 4), (2, 4)]:
+        P = np.random.default_rng(seed).normal(size=(3, 4)) * 5
+        row = np.arange(300) % 3
+        ids = np.random.default_rng(seed + 10).integers(0, n_clients, 300)
+        est = FedKStarHC(n_clusters=None, k_select=k_select, random_state=seed).fit(P[row], client_ids=ids)
+        assert est.n_clusters_ <= 3
+        assert all(np.unique(est.labels_[row == r]).size == 1 for r in range(3))
