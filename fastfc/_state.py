@@ -16,12 +16,13 @@ import io
 import json
 import os
 import re
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ._validation import FILE_READ_ERRORS
 
 __all__ = ["ClientState", "ServerState", "StateError", "STATE_FORMAT", "STATE_VERSION"]
 
@@ -166,8 +167,8 @@ class ClientState:
                            values=values, round=header.get("round"))
         except StateError:
             raise
-        except (ValueError, OSError, EOFError, KeyError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-            raise StateError(f"client state cannot be read: {type(exc).__name__}: {exc}") from exc
+        except FILE_READ_ERRORS as exc:
+            raise StateError(f"client state cannot be read: {type(exc).__name__}: {exc}") from None
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the state to ``path`` (see :meth:`to_bytes`)."""

@@ -4,6 +4,10 @@ Kernels never validate; everything that reaches them passed through here.
 """
 from __future__ import annotations
 
+import struct
+import tokenize
+import zipfile
+import zlib
 from collections.abc import Sequence
 from numbers import Integral
 
@@ -26,6 +30,15 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 #: many rows are computed in float64 (max ~1.8e308), so values beyond ~1e154 overflow to inf even in a
 #: single square; 1e150 leaves room for 10^8 summed squares. float32 data (max ~3.4e38) never reaches it
 MAX_ABS_VALUE = 1e150
+
+
+#: what NumPy, zipfile, zlib and gzip raise on a damaged or hostile file (bad archives and CRCs, encrypted or
+#: unknown-compression members, .npy headers that do not parse or claim impossible shapes, truncated streams):
+#: each file reader turns these into its own one error type (RuntimeError covers NotImplementedError and
+#: RecursionError, OSError gzip's BadGzipFile, ValueError UnicodeDecodeError)
+FILE_READ_ERRORS = (ValueError, TypeError, KeyError, IndexError, OSError, EOFError, zipfile.BadZipFile,
+                    zipfile.LargeZipFile, zlib.error, RuntimeError, MemoryError, OverflowError, SyntaxError,
+                    struct.error, tokenize.TokenError)
 
 
 #: arrays of at least this many values have their extremes taken in two row halves (threaded when

@@ -633,8 +633,8 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
     with open(args.record, encoding="utf-8") as fh:
         try:
             record = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{args.record} is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, a too-long integer
+            raise ValueError(f"{args.record} is not a JSON run record: {type(exc).__name__}: {exc}") from None
     run = record.get("run") if isinstance(record, dict) else None
     argv = run.get("argv") if isinstance(run, dict) else None
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):

@@ -65,6 +65,17 @@ class UnlinkedClustersWarning(UserWarning):
 
 
 # ----------------------------------------------------------------------------- messages
+#: most local epochs a FedAvg task may ask of a client (the paper runs 2-30): a larger value in a message
+#: is refused rather than trained for ever
+MAX_TASK_EPOCHS = 100_000
+
+
+def _check_n_features(msg: Message) -> None:
+    n_features = getattr(msg, "n_features", None)
+    if n_features is not None and n_features < 1:
+        msg._fail(f"n_features must be >= 1, got {n_features}")
+
+
 class FedCRefUpload(Message):
     """Base of every FedCRef client upload (not registered itself: no ``KIND``).
 
@@ -73,12 +84,20 @@ class FedCRefUpload(Message):
 
     METHOD = "fedcref"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_n_features(self)
+
 
 class FedCRefBroadcast(Message):
     """Base of every FedCRef server broadcast (not registered itself: no ``KIND``), the final one
     (:class:`FedCRefFinal`) included."""
 
     METHOD = "fedcref"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_n_features(self)
 
 
 def _check_rows(msg: Message, name: str, rows: int, what: str) -> None:
@@ -213,8 +232,8 @@ class FedCRefTrainTask(FedCRefBroadcast):
     def _check_consistency(self) -> None:
         _check_rows(self, "groups", self.params.shape[0], "one per task")
         _check_rows(self, "clusters", self.params.shape[0], "one per task")
-        if self.epochs < 0 or self.fl_round < 1:
-            self._fail("epochs must be >= 0 and fl_round >= 1")
+        if not 0 <= self.epochs <= MAX_TASK_EPOCHS or self.fl_round < 1:
+            self._fail(f"epochs must be in [0, {MAX_TASK_EPOCHS}] and fl_round >= 1")
 
 
 @dataclass(frozen=True, eq=False)
@@ -904,6 +923,9 @@ class FedCRef(BaseFederatedClusterer):
             E = self._cached_errors(broadcast.params, keys, lay, X32, n_threads, values, "ce")
             own = np.full(k, -1, np.int64)
             mine = np.flatnonzero(broadcast.owners == state.client)
+            if mine.size and broadcast.clusters[mine].max() >= k:
+                raise MessageError(f"FedCRefModelSet names a local cluster {int(broadcast.clusters[mine].max())} of "
+                                   f"client {state.client}, which has {k}")
             own[broadcast.clusters[mine]] = mine
             own[~np.asarray(values["has_model"])] = -1
             order, starts = _cluster_index(labels, k)

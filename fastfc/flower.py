@@ -157,12 +157,18 @@ def _load_client_data(path: str | os.PathLike) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"client data file {str(path)!r} does not exist")
-    if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False)
-    with np.load(path, allow_pickle=False) as z:
-        if "X" not in z.files:
-            raise ValueError(f"client data file {str(path)!r} has no array 'X' (keys: {', '.join(z.files)})")
-        return z["X"]
+    from ._validation import FILE_READ_ERRORS
+
+    try:
+        if path.suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        with np.load(path, allow_pickle=False) as z:
+            keys = list(z.files)
+            if "X" in keys:
+                return z["X"]
+    except FILE_READ_ERRORS as exc:  # a damaged file: one error type, naming it (the estimator checks the rows)
+        raise ValueError(f"client data file {str(path)!r} cannot be read: {type(exc).__name__}: {exc}") from None
+    raise ValueError(f"client data file {str(path)!r} has no array 'X' (keys: {', '.join(keys)})")
 
 
 def _decode_expected(arr: Any, cls: type[Message], what: str) -> Message:
@@ -230,7 +236,15 @@ class ClientWorker:
             path = Path(self.init_labels_path)
             if not path.is_file():
                 raise FileNotFoundError(f"client {self.client_index}: init labels file {str(path)!r} does not exist")
-            labels = np.load(path, allow_pickle=False)
+            from ._validation import FILE_READ_ERRORS
+
+            try:
+                labels = np.load(path, allow_pickle=False)
+            except FILE_READ_ERRORS as exc:
+                raise ValueError(f"client {self.client_index}: init labels file {str(path)!r} cannot be read: "
+                                 f"{type(exc).__name__}: {exc}") from None
+            if not isinstance(labels, np.ndarray):
+                raise ValueError(f"client {self.client_index}: init labels file {str(path)!r} is not a .npy array")
             if labels.ndim != 1 or labels.shape[0] != n_rows:
                 raise ValueError(f"client {self.client_index}: init labels file {str(path)!r} holds shape "
                                  f"{labels.shape}, expected ({n_rows},) (one label per row of its data)")

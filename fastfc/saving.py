@@ -291,7 +291,7 @@ def _read_npy(name: str, data: bytes) -> np.ndarray:
         raise ModelFileError(f"member {name!r} has dtype {dtype}; only bool, integer, float and string arrays are read")
     count = 1
     for n in shape:
-        if not isinstance(n, int) or n < 0:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ModelFileError(f"member {name!r} has an invalid shape {shape!r}")
         count *= n
     offset = fh.tell()

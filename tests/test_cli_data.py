@@ -258,3 +258,14 @@ def test_predict_with_a_model_without_centres(tmp_path, capsys):
     np.save(tmp_path / "X.npy", X)
     assert main(["predict", str(tmp_path / "f.ffc"), "--data", str(tmp_path / "X.npy")]) == 2
     assert "holds a FedCRef model, which keeps no global centres" in capsys.readouterr().err
+
+
+def test_rerun_of_a_damaged_record_is_a_usage_error(tmp_path, capsys):
+    """`fastfc rerun` on a record that is not UTF-8 JSON, or nested too deep for the parser, exits 2 with a
+    one-line error naming the file (was an 'internal error' traceback, exit 1)."""
+    for name, data in [("utf16.json", '{"run": {}}'.encode("utf-16")), ("deep.json", b"[" * 100000),
+                       ("bigint.json", b"1" * 5000)]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert main(["rerun", str(path)]) == 2
+        assert name in capsys.readouterr().err

@@ -607,3 +607,22 @@ def test_unlinked_warning_explains_a_passing_cluster_left_alone_by_match_policy(
         assert "scored 1.05 against ratio_threshold=1.2" in text
         assert ("1 of them passed the test with a cluster of another client" in text) is expect
         assert ("match_policy='all'" in text) is expect
+
+
+def test_fedcref_messages_refuse_impossible_scalars():
+    """Every FedCRef message refuses n_features < 1 (the other methods' messages already did), and a
+    FedAvg task refuses more than MAX_TASK_EPOCHS epochs (2**40 was accepted and trained for ever)."""
+    from fastfc.fedcref import MAX_TASK_EPOCHS, FedCRefModels, FedCRefTrainTask
+    from fastfc.protocol import MessageError
+
+    p = np.zeros((1, 5), np.float32)
+    FedCRefTrainTask(params=p, groups=np.zeros(1, np.int64), clusters=np.zeros(1, np.int64), epochs=MAX_TASK_EPOCHS,
+                     fl_round=1, n_features=3)
+    for epochs, n_features in [(2 ** 40, 3), (-1, 3), (2, 0), (2, -1)]:
+        with pytest.raises(MessageError):
+            FedCRefTrainTask(params=p, groups=np.zeros(1, np.int64), clusters=np.zeros(1, np.int64), epochs=epochs,
+                             fl_round=1, n_features=n_features)
+    for n_features in (0, -1):
+        with pytest.raises(MessageError, match="n_features"):
+            FedCRefModels(params=p, clusters=np.zeros(1, np.int64), sizes=np.ones(1, np.int64), changed=True,
+                          n_features=n_features)

@@ -439,3 +439,103 @@ def test_damaged_model_files_load_or_raise_model_file_error_long(fitted, name, m
     """The same property over many more examples."""
     X, ests = fitted
     _loads_or_rejects(_apply(model_to_bytes(ests[name]), mutations, reseal), X)
+
+
+# ------------------------------------------------- damaged files: each reader raises its one error type
+def _npy_raw(header: str, payload: bytes) -> bytes:
+    """A hand-written .npy member: magic, version 1.0, the header dict as given, then the payload."""
+    h = header.encode("latin1")
+    h += b" " * ((64 - (10 + len(h) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + payload
+
+
+def _zip_stored(members) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for name, data in members:
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def _flip_central(data: bytes, offset: int, value: bytes) -> bytes:
+    """``data`` with the bytes at ``offset`` of its first central-directory record replaced."""
+    cd = data.rfind(b"PK\x01\x02")
+    return data[:cd + offset] + value + data[cd + offset + len(value):]
+
+
+def _state_bytes():
+    from fastfc._state import ClientState
+
+    return ClientState(method="KFed", client=0, n_samples=20, n_features=3,
+                       values={"labels": np.arange(20) % 3}).to_bytes()
+
+
+def test_damaged_client_states_raise_state_error():
+    """ClientState.from_bytes raises StateError, never the zip/NumPy/JSON error underneath: an unknown
+    compression method, an 'encrypted' member, a member whose .npy shape holds a bool, a 100000-deep
+    JSON header, a plain .npy instead of an archive (found by a fuzzing audit: NotImplementedError,
+    RuntimeError, TypeError, RecursionError and TypeError escaped)."""
+    import io
+    import struct
+
+    from fastfc._state import ClientState, StateError
+
+    good = _state_bytes()
+    ClientState.from_bytes(good)
+    plain = io.BytesIO()
+    np.save(plain, np.zeros(3))
+    bad = [
+        _flip_central(good, 10, struct.pack("<H", 99)),
+        _flip_central(good, 8, b"\x01\x00"),
+        _zip_stored([("__header__.npy", _npy_raw("{'descr': '|u1', 'fortran_order': False, 'shape': (True,), }", b"{")),
+                     ("labels.npy", _npy_raw("{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }", bytes(8)))]),
+        _zip_stored([("__header__.npy", _npy_raw("{'descr': '|u1', 'fortran_order': False, 'shape': (200000,), }",
+                                                 b"[" * 100000 + b"]" * 100000))]),
+        plain.getvalue(),
+    ]
+    for data in bad:
+        with pytest.raises(StateError):
+            ClientState.from_bytes(data)
+
+
+def test_model_member_with_a_bool_shape_raises_model_file_error():
+    """A .npy member whose shape holds a bool (an int subclass) is refused as a bad shape, not read into
+    a TypeError."""
+    from fastfc.saving import ModelFileError, _read_npy
+
+    with pytest.raises(ModelFileError, match="invalid shape"):
+        _read_npy("labels_", _npy_raw("{'descr': '<f8', 'fortran_order': False, 'shape': (True,), }", bytes(8)))
+
+
+def test_damaged_data_files_raise_the_readers_error(tmp_path):
+    """load_client_npz (ValueError), load_table (TableError) and load_idx (ValueError) on damaged archives
+    and gzip streams name the file instead of letting zipfile/zlib/gzip errors through."""
+    import gzip
+    import io
+    import struct
+
+    from fastfc.datasets import load_client_npz
+    from fastfc.datasets._fedcref_sim import load_idx
+    from fastfc.datasets._table import TableError, load_table
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, X0=np.ones((5, 3)), X1=np.ones((4, 3)))
+    good = buf.getvalue()
+    for i, data in enumerate([_flip_central(good, 10, struct.pack("<H", 99)), good[:len(good) // 2],
+                              good[:60] + bytes(40) + good[100:]]):
+        path = tmp_path / f"bad{i}.npz"
+        path.write_bytes(data)
+        with pytest.raises(ValueError, match="bad"):
+            load_client_npz(path)
+        with pytest.raises(TableError):
+            load_table(str(path))
+    idx = bytes([0, 0, 8, 1]) + (3).to_bytes(4, "big") + bytes([1, 2, 3])
+    (tmp_path / "ok.gz").write_bytes(gzip.compress(idx))
+    assert load_idx(tmp_path / "ok.gz").tolist() == [1, 2, 3]
+    for name, data in [("cut.gz", gzip.compress(idx)[:-5]), ("plain.gz", idx), ("junk.gz", b"\x1f\x8b" + bytes(30))]:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=name):
+            load_idx(tmp_path / name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +28,13 @@ def load_idx(path) -> np.ndarray:
     """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        raw = f.read()
+    if not path.is_file():
+        raise FileNotFoundError(f"IDX file {str(path)!r} does not exist")
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError, zlib.error) as exc:  # a damaged .gz (gzip.BadGzipFile is an OSError)
+        raise ValueError(f"{path}: cannot read the file: {type(exc).__name__}: {exc}") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
         raise ValueError(f"{path}: not an IDX file (magic bytes {raw[:4]!r})")
     ndim = raw[3]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import zipfile
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -219,16 +218,24 @@ def _check_contiguous(indices: list[int], letter: str) -> None:
         )
 
 
-def _read(archive: Any, key: str, path: str) -> np.ndarray:
+def _read_members(path: str) -> dict[str, np.ndarray] | None:
+    """Every array of the ``.npz`` file at ``path``, read at once without pickle (``None``: the file holds a
+    single ``.npy`` array). A damaged or hostile file raises ValueError, whatever NumPy or zipfile raised."""
+    from .._validation import FILE_READ_ERRORS
+
     try:
-        return archive[key]
-    except ValueError as exc:
-        if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-            raise ValueError(
-                f"array {key!r} in {path!r} is a pickled object array; only plain numeric arrays "
-                "are accepted (files are read with allow_pickle=False)"
-            ) from None
-        raise
+        with open(path, "rb") as fh:
+            loaded = np.load(fh, allow_pickle=False)
+            if not isinstance(loaded, np.lib.npyio.NpzFile):
+                return None
+            with loaded:
+                return {key: loaded[key] for key in loaded.files}
+    except FILE_READ_ERRORS as exc:
+        if "Object arrays" in str(exc):  # a member array (junk bytes read as a pickle: "cannot read" below)
+            raise ValueError(f"{path!r} holds a pickled object array; only plain numeric arrays are accepted "
+                             "(files are read with allow_pickle=False)") from None
+        raise ValueError(f"cannot read {path!r} as an .npz archive: {type(exc).__name__}: {exc}") from None
+
 
 
 def _check_client_matrix(X: np.ndarray, what: str) -> np.ndarray:
@@ -286,43 +293,39 @@ def load_client_npz(path: str | os.PathLike) -> tuple[list[np.ndarray], list[np.
         raise FileNotFoundError(f"client file {path!r} does not exist")
     if os.path.isdir(path):
         raise ValueError(f"client file {path!r} is a directory, not an .npz archive")
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"cannot read {path!r} as an .npz archive: {exc}") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
+    archive = _read_members(path)
+    if archive is None:
         raise ValueError(f"{path!r} holds a single array, not an .npz archive of X0..Xk / y0..yk")
-    with archive:
-        keys = list(archive.files)
-        x_idx = _numbered(keys, "X")
-        y_idx = _numbered(keys, "y")
-        if not x_idx:
+    keys = list(archive)
+    x_idx = _numbered(keys, "X")
+    y_idx = _numbered(keys, "y")
+    if not x_idx:
+        raise ValueError(
+            f"{path!r} has no client arrays X0, X1, ...; keys found: {', '.join(keys) or 'none'}"
+        )
+    _check_contiguous(x_idx, "X")
+    if y_idx:
+        _check_contiguous(y_idx, "y")
+        if len(y_idx) != len(x_idx):
             raise ValueError(
-                f"{path!r} has no client arrays X0, X1, ...; keys found: {', '.join(keys) or 'none'}"
+                f"{path!r} has {len(x_idx)} data arrays (X0..X{len(x_idx) - 1}) but "
+                f"{len(y_idx)} label arrays (y0..y{len(y_idx) - 1}); give labels for every client or none"
             )
-        _check_contiguous(x_idx, "X")
-        if y_idx:
-            _check_contiguous(y_idx, "y")
-            if len(y_idx) != len(x_idx):
-                raise ValueError(
-                    f"{path!r} has {len(x_idx)} data arrays (X0..X{len(x_idx) - 1}) but "
-                    f"{len(y_idx)} label arrays (y0..y{len(y_idx) - 1}); give labels for every client or none"
-                )
-        X_clients: list[np.ndarray] = []
-        for i in x_idx:
-            X = _check_client_matrix(_read(archive, f"X{i}", path), f"X{i} in {path!r}")
-            dt = np.float32 if X.dtype == np.float32 else np.float64
-            X_clients.append(np.ascontiguousarray(X, dtype=dt))
-        widths = [X.shape[1] for X in X_clients]
-        if len(set(widths)) > 1:
-            detail = ", ".join(f"X{i}: {w}" for i, w in enumerate(widths))
-            raise ValueError(f"client arrays in {path!r} have different feature counts ({detail}); all must match")
-        if not y_idx:
-            return X_clients, None
-        y_clients: list[np.ndarray] = []
-        for i in y_idx:
-            y = _read(archive, f"y{i}", path)
-            y_clients.append(_check_client_labels(y, X_clients[i].shape[0], f"y{i} in {path!r}"))
+    X_clients: list[np.ndarray] = []
+    for i in x_idx:
+        X = _check_client_matrix(archive[f"X{i}"], f"X{i} in {path!r}")
+        dt = np.float32 if X.dtype == np.float32 else np.float64
+        X_clients.append(np.ascontiguousarray(X, dtype=dt))
+    widths = [X.shape[1] for X in X_clients]
+    if len(set(widths)) > 1:
+        detail = ", ".join(f"X{i}: {w}" for i, w in enumerate(widths))
+        raise ValueError(f"client arrays in {path!r} have different feature counts ({detail}); all must match")
+    if not y_idx:
+        return X_clients, None
+    y_clients: list[np.ndarray] = []
+    for i in y_idx:
+        y = archive[f"y{i}"]
+        y_clients.append(_check_client_labels(y, X_clients[i].shape[0], f"y{i} in {path!r}"))
     return X_clients, y_clients
 
 

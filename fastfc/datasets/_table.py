@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import os
 import re
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .._validation import FILE_READ_ERRORS
 
 __all__ = ["Table", "TableError", "load_table", "TABLE_KINDS"]
 
@@ -283,8 +284,8 @@ def _read_npz(path: str, client_column, label_column) -> Table:
                                   f"(and y0..yk); found {', '.join(keys) or 'nothing'}")
     except TableError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise _fail(path, f"cannot read as an .npz archive without pickle: {exc}") from None
+    except FILE_READ_ERRORS as exc:
+        raise _fail(path, f"cannot read as an .npz archive without pickle: {type(exc).__name__}: {exc}") from None
     if client_format:
         if client_column is not None or label_column is not None:
             raise _fail(path, "this .npz holds clients as X0..Xk (and labels as y0..yk): client_column and "
@@ -414,8 +415,8 @@ def load_table(path: str | os.PathLike, *, client_column: str | int | None = Non
     if kind == "npy":
         try:
             M = np.load(path, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise _fail(path, f"cannot read as a .npy array without pickle: {exc}") from None
+        except FILE_READ_ERRORS as exc:
+            raise _fail(path, f"cannot read as a .npy array without pickle: {type(exc).__name__}: {exc}") from None
         return _read_matrix(path, M, "the array", client_column, label_column)
     if kind == "npz":
         return _read_npz(path, client_column, label_column)
