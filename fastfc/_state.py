@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ._npz import read_archive
 from ._validation import FILE_READ_ERRORS
 
 __all__ = ["ClientState", "ServerState", "StateError", "STATE_FORMAT", "STATE_VERSION"]
@@ -31,6 +32,16 @@ STATE_VERSION = 1
 _HEADER_KEY = "__header__"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SCALARS = (bool, int, float, str)
+
+
+def _unique_keys(pairs: list) -> dict:
+    """JSON object hook: a key given twice is an error (a tampered header), not "the last one wins"."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise StateError(f"client state header repeats the key {key!r}")
+        out[key] = value
+    return out
 
 
 class StateError(ValueError):
@@ -144,27 +155,32 @@ class ClientState:
             (zip CRC), missing or unexpected arrays, or invalid fields.
         """
         try:
-            with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as z:
-                files = set(z.files)
-                if _HEADER_KEY not in files:
-                    raise StateError("not a fastfc client state (no header)")
-                header = json.loads(z[_HEADER_KEY].tobytes().decode("utf-8"))
-                if not isinstance(header, dict) or header.get("format") != STATE_FORMAT:
-                    raise StateError("not a fastfc client state (wrong format tag)")
-                if header.get("v") != STATE_VERSION:
-                    raise StateError(f"client state format version {header.get('v')!r} "
-                                     f"(this fastfc reads {STATE_VERSION})")
-                names = header.get("arrays")
-                if not isinstance(names, list) or set(names) != files - {_HEADER_KEY}:
-                    raise StateError(f"client state arrays {sorted(files - {_HEADER_KEY})} do not match "
-                                     f"its header's {names!r}")
-                scalars = header.get("scalars")
-                if not isinstance(scalars, dict):
-                    raise StateError("client state header 'scalars' must be an object")
-                values = {**scalars, **{k: z[k] for k in names}}
-                return cls(method=header.get("method"), client=header.get("client"),
-                           n_samples=header.get("n_samples"), n_features=header.get("n_features"),
-                           values=values, round=header.get("round"))
+            try:
+                z = read_archive(data, StateError, "biuf", what="client state")
+            except StateError as exc:
+                raise StateError(f"client state cannot be read: {exc}") from None
+            files = set(z)
+            if _HEADER_KEY not in files:
+                raise StateError("not a fastfc client state (no header)")
+            header = json.loads(z[_HEADER_KEY].tobytes().decode("utf-8"), object_pairs_hook=_unique_keys)
+            if not isinstance(header, dict) or header.get("format") != STATE_FORMAT:
+                raise StateError("not a fastfc client state (wrong format tag)")
+            if header.get("v") != STATE_VERSION:
+                raise StateError(f"client state format version {header.get('v')!r} "
+                                 f"(this fastfc reads {STATE_VERSION})")
+            names = header.get("arrays")
+            if not isinstance(names, list) or set(names) != files - {_HEADER_KEY}:
+                raise StateError(f"client state arrays {sorted(files - {_HEADER_KEY})} do not match "
+                                 f"its header's {names!r}")
+            scalars = header.get("scalars")
+            if not isinstance(scalars, dict):
+                raise StateError("client state header 'scalars' must be an object")
+            if set(scalars) & set(names):
+                raise StateError(f"client state names {sorted(set(scalars) & set(names))} both as scalars and arrays")
+            values = {**scalars, **{k: z[k] for k in names}}
+            return cls(method=header.get("method"), client=header.get("client"),
+                       n_samples=header.get("n_samples"), n_features=header.get("n_features"),
+                       values=values, round=header.get("round"))
         except StateError:
             raise
         except FILE_READ_ERRORS as exc:

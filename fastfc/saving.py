@@ -61,11 +61,11 @@ import math
 import os
 import re
 import struct
-import zipfile
-import zlib
 from typing import Any
 
 import numpy as np
+
+from ._npz import read_archive, read_npy
 
 __all__ = ["ModelFileError", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "save_model", "load", "model_to_bytes",
            "model_from_bytes"]
@@ -272,63 +272,13 @@ def _no_constants(token: str):
 
 
 def _read_npy(name: str, data: bytes) -> np.ndarray:
-    """One ``.npy`` member, checked before any array is made (dtype, and a shape that accounts for the bytes)."""
-    fh = io.BytesIO(data)
-    try:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-        else:
-            raise ModelFileError(f"member {name!r}: unsupported .npy version {version}")
-    except ModelFileError:
-        raise
-    except (ValueError, TypeError, SyntaxError, OverflowError, KeyError, UnicodeDecodeError, struct.error,
-            RecursionError, MemoryError) as exc:
-        raise ModelFileError(f"member {name!r} is not a valid .npy array: {type(exc).__name__}: {exc}") from None
-    if dtype.hasobject or dtype.kind not in _NPY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
-        raise ModelFileError(f"member {name!r} has dtype {dtype}; only bool, integer, float and string arrays are read")
-    count = 1
-    for n in shape:
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ModelFileError(f"member {name!r} has an invalid shape {shape!r}")
-        count *= n
-    offset = fh.tell()
-    if count * dtype.itemsize != len(data) - offset:
-        raise ModelFileError(f"member {name!r} claims shape {shape} of {dtype} ({count * dtype.itemsize} bytes) but "
-                             f"holds {len(data) - offset} bytes")
-    if count == 0:
-        return np.zeros(shape, dtype=dtype)
-    arr = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
-    return arr.reshape(shape, order="F" if fortran else "C").copy(order="C")
+    """One ``.npy`` member (:func:`fastfc._npz.read_npy` raising ModelFileError)."""
+    return read_npy(name, data, ModelFileError, _NPY_KINDS)
 
 
 def _read_archive(data: bytes) -> dict[str, np.ndarray]:
-    """Every member of the archive as an array (stored members only, read with the bounds of :func:`_read_npy`)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-            if len(infos) > _MAX_MEMBERS:
-                raise ModelFileError(f"the archive has {len(infos)} members (at most {_MAX_MEMBERS})")
-            members: dict[str, np.ndarray] = {}
-            for info in infos:
-                if info.compress_type != zipfile.ZIP_STORED:
-                    raise ModelFileError(f"member {info.filename!r} is compressed; model files store members as is")
-                if info.file_size > len(data):
-                    raise ModelFileError(f"member {info.filename!r} claims {info.file_size} bytes, more than the file")
-                if not info.filename.endswith(".npy"):
-                    raise ModelFileError(f"member {info.filename!r} is not a .npy array")
-                key = info.filename[:-4]
-                if key in members:
-                    raise ModelFileError(f"the archive holds {key!r} twice")
-                members[key] = _read_npy(key, zf.read(info))
-            return members
-    except ModelFileError:
-        raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError, KeyError,
-            NotImplementedError, UnicodeDecodeError, struct.error, RuntimeError, OverflowError) as exc:
-        raise ModelFileError(f"not a readable model archive: {type(exc).__name__}: {exc}") from None
+    """Every member of the archive (:func:`fastfc._npz.read_archive` raising ModelFileError)."""
+    return read_archive(data, ModelFileError, _NPY_KINDS, what="model archive", max_members=_MAX_MEMBERS)
 
 
 def _check_depth(raw: bytes) -> None:

@@ -539,3 +539,40 @@ def test_damaged_data_files_raise_the_readers_error(tmp_path):
         (tmp_path / name).write_bytes(data)
         with pytest.raises(ValueError, match=name):
             load_idx(tmp_path / name)
+
+
+def test_client_state_headers_and_members_are_checked_before_use():
+    """A client state whose JSON header repeats a key, names one value both as a scalar and an array, or
+    whose member claims more entries than it holds is refused (StateError) -- the claim without allocating
+    it (the members are read like a model file's: header checked against the bytes first)."""
+    import json
+    import tracemalloc
+
+    from fastfc._state import ClientState, StateError
+
+    header = {"format": "fastfc-client-state", "v": 1, "method": "KFed", "client": 0, "round": 0,
+              "n_samples": 20, "n_features": 3, "scalars": {}, "arrays": ["labels"]}
+    good = json.loads(json.dumps(header))
+    labels = _npy_raw("{'descr': '<i8', 'fortran_order': False, 'shape': (20,), }", bytes(160))
+
+    def state_with(raw_header: bytes, member: bytes = labels) -> bytes:
+        h = _npy_raw(f"{{'descr': '|u1', 'fortran_order': False, 'shape': ({len(raw_header)},), }}", raw_header)
+        return _zip_stored([("__header__.npy", h), ("labels.npy", member)])
+
+    from fastfc import _state as S
+
+    good["format"], good["v"] = S.STATE_FORMAT, S.STATE_VERSION
+    raw = json.dumps(good).encode()
+    assert ClientState.from_bytes(state_with(raw))["labels"].shape == (20,)
+    with pytest.raises(StateError, match="repeats the key"):
+        ClientState.from_bytes(state_with(raw[:-1] + b', "client": 7}'))
+    clash = dict(good, scalars={"labels": 5})
+    with pytest.raises(StateError, match="both as scalars and arrays"):
+        ClientState.from_bytes(state_with(json.dumps(clash).encode()))
+    huge = _npy_raw("{'descr': '<f8', 'fortran_order': False, 'shape': (6000000,), }", bytes(160))
+    tracemalloc.start()
+    with pytest.raises(StateError, match="claims shape"):
+        ClientState.from_bytes(state_with(raw, huge))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 << 20  # the 48 MB the member claims were never allocated
