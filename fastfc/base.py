@@ -27,8 +27,8 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError
 from sklearn.utils.validation import check_is_fitted
 
 from ._parallel import (
-    client_rng, limit_blas_threads, map_clients, phase_entropy, pinned_worker, plan_threads, resolve_entropy,
-    server_rng,
+    client_rng, effective_n_jobs, limit_blas_threads, map_clients, phase_entropy, pinned_worker, plan_threads,
+    resolve_entropy, server_rng,
 )
 from ._runners import RunResult, reraise_with_note, run_one_shot, run_rounds
 from ._state import ClientState, ServerState, StateError
@@ -967,6 +967,10 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
             raise ValueError(f"cluster_centers_ must be a finite float array of shape (n_clusters, {d})")
         if count("n_clusters_", 1) != centers.shape[0]:
             raise ValueError(f"n_clusters_ is {self.n_clusters_} but there are {centers.shape[0]} centres")
+        if labels.size and (labels.min() < 0 or labels.max() >= centers.shape[0]):
+            raise ValueError(f"labels_ must lie in 0..{centers.shape[0] - 1} (one per centre), found "
+                             f"{int(labels.min())}..{int(labels.max())}")
+        effective_n_jobs(getattr(self, "n_jobs", None))  # predict's thread count: 0 or a non-integer is refused here
         weight = getattr(self, "feature_weight_", None)
         if weight is not None and (not isinstance(weight, np.ndarray) or weight.shape != (d,) or
                                    weight.dtype.kind != "f" or not np.isfinite(weight).all() or (weight <= 0).any()):

@@ -576,3 +576,21 @@ def test_client_state_headers_and_members_are_checked_before_use():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 4 << 20  # the 48 MB the member claims were never allocated
+
+
+def test_loaded_labels_and_n_jobs_are_checked(tmp_path):
+    """A model file whose labels_ name a centre that does not exist, or whose n_jobs is 0, is refused when
+    loaded (both loaded before, and failed later or silently)."""
+    import fastfc
+    from fastfc.saving import ModelFileError
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    est = fastfc.KFed(n_clusters=3, random_state=0).fit(X, client_ids=np.arange(60) % 3)
+    for attr, value in [("labels_", np.where(np.arange(60) == 0, 10 ** 6, est.labels_)),
+                        ("labels_", np.where(np.arange(60) == 0, -1, est.labels_)), ("n_jobs", 0)]:
+        bad = fastfc.KFed(n_clusters=3, random_state=0).fit(X, client_ids=np.arange(60) % 3)
+        setattr(bad, attr, value)
+        path = tmp_path / "m.ffc"
+        bad.save(path)  # the writer keeps what it is given; the reader is where a file is checked
+        with pytest.raises(ModelFileError, match=attr):
+            fastfc.load(path)
