@@ -539,6 +539,17 @@ def test_damaged_data_files_raise_the_readers_error(tmp_path):
         (tmp_path / name).write_bytes(data)
         with pytest.raises(ValueError, match=name):
             load_idx(tmp_path / name)
+    # a small .gz whose header declares 8 bytes but which inflates to 40 MiB: refused after reading what the
+    # header declares (it inflated the whole stream first: 80 MiB at the peak)
+    import tracemalloc
+
+    (tmp_path / "bomb.gz").write_bytes(gzip.compress(bytes([0, 0, 8, 1]) + (8).to_bytes(4, "big") + bytes(40 << 20)))
+    tracemalloc.start()
+    with pytest.raises(ValueError, match="more than"):
+        load_idx(tmp_path / "bomb.gz")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 << 20
 
 
 def test_client_state_headers_and_members_are_checked_before_use():

@@ -3,6 +3,7 @@ IDX reader for (Fashion-)MNIST files (spec ``shared/specs/fedcref.md`` §3.8, §
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import zlib
 from pathlib import Path
@@ -32,18 +33,32 @@ def load_idx(path) -> np.ndarray:
         raise FileNotFoundError(f"IDX file {str(path)!r} does not exist")
     try:
         with opener(path, "rb") as f:
-            raw = f.read()
+            magic = f.read(4)
+            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_DTYPES:
+                raise ValueError(f"{path}: not an IDX file (magic bytes {magic!r})")
+            ndim = magic[3]
+            head = f.read(4 * ndim)
+            if len(head) != 4 * ndim:
+                raise ValueError(f"{path}: the header ends before its {ndim} dimensions")
+            dims = tuple(int.from_bytes(head[4 * i:4 * i + 4], "big") for i in range(ndim))
+            dtype = np.dtype(_IDX_DTYPES[magic[2]])
+            size = math.prod(dims) * dtype.itemsize
+            # the data the header declares, read in bounded chunks (a lying header costs only the bytes that
+            # are really there), plus one byte to detect trailing data
+            chunks, got = [], 0
+            while got <= size:
+                chunk = f.read(min(1 << 24, size + 1 - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
     except (OSError, EOFError, zlib.error) as exc:  # a damaged .gz (gzip.BadGzipFile is an OSError)
         raise ValueError(f"{path}: cannot read the file: {type(exc).__name__}: {exc}") from None
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise ValueError(f"{path}: not an IDX file (magic bytes {raw[:4]!r})")
-    ndim = raw[3]
-    dims = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
-    dtype = np.dtype(_IDX_DTYPES[raw[2]])
-    start = 4 + 4 * ndim
-    if len(raw) - start != int(np.prod(dims)) * dtype.itemsize:
-        raise ValueError(f"{path}: {len(raw) - start} data bytes do not match dimensions {dims}")
-    return np.frombuffer(raw, dtype=dtype, offset=start).reshape(dims).astype(dtype.newbyteorder("="))
+    if got != size:
+        raise ValueError(f"{path}: {'more than ' if got > size else ''}{got} data bytes do not match dimensions "
+                         f"{dims} ({size} bytes)")
+    raw = b"".join(chunks)
+    return np.frombuffer(raw, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
 def load_fashion_mnist(root=None, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
