@@ -88,6 +88,15 @@ def _check_batch(messages: Sequence[Message], cls, *, round: int | None = None) 
     return messages
 
 
+def _check_reply_features(msg: Message, state: ClientState) -> None:
+    """A server message for this client describes its feature count (a MessageError, not a shape error deep
+    in a kernel, when it does not)."""
+    n_features = getattr(msg, "n_features", None)
+    if n_features is not None and n_features != state.n_features:
+        raise MessageError(f"the server's {type(msg).__name__} is for {n_features} features, but this client's "
+                           f"rows have {state.n_features}")
+
+
 class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
     """Common machinery of fastfc's one-shot federated clusterers.
 
@@ -522,6 +531,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
                                f"got one of round {broadcast.round}")
         if getattr(broadcast, "final", False) is True:
             raise MessageError("the broadcast is final: label the rows with client_assign")
+        _check_reply_features(broadcast, state)
         return broadcast
 
     def _check_uploads(self, uploads: Sequence[Message], round: int) -> list[Message]:
@@ -735,6 +745,7 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
                 f"the reply is addressed to client {reply.client}, but this is client {state.client} "
                 "(per its state): replies were routed to the wrong client"
             )
+        _check_reply_features(reply, state)
         return reply
 
     def _check_summaries(self, summaries: Sequence[Message]) -> list[Message]:

@@ -85,6 +85,28 @@ def test_messages_are_addressed_and_misrouted_replies_rejected(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_reply_for_another_feature_count_is_a_message_error(name):
+    """A reply that is well formed but describes another feature count than the client's rows is refused
+    as a MessageError naming both counts (was a ValueError from deep inside the assignment kernel)."""
+    import dataclasses
+
+    X_clients = _clients()
+    est = FACTORIES[name]()
+    _, states, _, replies, _ = _phases(est, X_clients)
+    d = X_clients[0].shape[1]
+    fields = {f.name: getattr(replies[0], f.name) for f in dataclasses.fields(replies[0]) if f.init}
+    for key, value in list(fields.items()):
+        if isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[1] == d:
+            fields[key] = value[:, :-1]
+        elif isinstance(value, np.ndarray) and value.ndim == 1 and value.shape[0] == d and key != "local_to_global":
+            fields[key] = value[:-1]
+    fields["n_features"] = d - 1
+    narrow = type(replies[0])(**fields).addressed(client=0)
+    with pytest.raises(MessageError, match=f"for {d - 1} features, but this client's rows have {d}"):
+        est.client_assign(X_clients[0], states[0], narrow)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_bad_state_is_named_as_the_state(name):
     """client_assign with no state, a state of other rows, of another method, or a non-state
     object raises StateError naming the state (old: FedHIRE/GOLD AttributeError, others blamed
