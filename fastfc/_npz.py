@@ -3,16 +3,17 @@ their headers: shared by the model files (:mod:`fastfc.saving`) and the client s
 
 Every member's header is parsed and checked (dtype kind, a shape of non-negative integers that accounts for
 exactly the member's bytes) before any array is made, so a damaged or hostile archive never allocates what it
-claims; whatever zipfile, zlib, struct or NumPy raise on the way becomes the caller's one error type.
+claims; whatever zipfile, zlib, struct or NumPy raise on the way (:data:`fastfc._validation.FILE_READ_ERRORS`)
+becomes the caller's one error type.
 """
 from __future__ import annotations
 
 import io
-import struct
 import zipfile
-import zlib
 
 import numpy as np
+
+from ._validation import FILE_READ_ERRORS
 
 __all__ = ["read_npy", "read_archive"]
 
@@ -46,8 +47,7 @@ def read_npy(name: str, data: bytes, error: type[Exception], kinds: str) -> np.n
             raise error(f"member {name!r}: unsupported .npy version {version}")
     except error:
         raise
-    except (ValueError, TypeError, SyntaxError, OverflowError, KeyError, UnicodeDecodeError, struct.error,
-            RecursionError, MemoryError) as exc:
+    except FILE_READ_ERRORS as exc:
         raise error(f"member {name!r} is not a valid .npy array: {type(exc).__name__}: {exc}") from None
     if dtype.hasobject or dtype.kind not in kinds or dtype.fields is not None or dtype.subdtype is not None:
         raise error(f"member {name!r} has dtype {dtype}; only arrays of kinds {kinds!r} are read")
@@ -106,7 +106,5 @@ def read_archive(data: bytes, error: type[Exception], kinds: str, *, what: str,
             return members
     except error:
         raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError, KeyError,
-            NotImplementedError, UnicodeDecodeError, struct.error, RuntimeError, OverflowError, TypeError,
-            MemoryError) as exc:
+    except FILE_READ_ERRORS as exc:
         raise error(f"not a readable {what}: {type(exc).__name__}: {exc}") from None

@@ -736,8 +736,9 @@ class FedHIRE(BaseFederatedClusterer):
         # different global clusters (the published code, reference semantics, labels every upload alone)
         dup, reps = (near_duplicate_groups(C) if self.semantics != "reference"
                      else (np.arange(n_s, dtype=np.int64), np.arange(n_s, dtype=np.int64)))
-        too_few = fusion == "linkage" and (reps.shape[0] < self.n_clusters
-                                           or not _has_distinct_rows(Cs, self.n_clusters))
+        # (robust: fewer near-distinct uploads than n_clusters implies fewer exact ones; reference: exact only)
+        too_few = fusion == "linkage" and (reps.shape[0] < self.n_clusters if self.semantics != "reference"
+                                           else not _has_distinct_rows(Cs, self.n_clusters))
         for attempt in range(attempts):
             if too_few:
                 labels, Z = _degenerate_fusion(Cs[reps], self.n_clusters)
