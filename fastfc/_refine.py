@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _units
+from ._limits import MAX_ABS_MEAN, MAX_COUNT
 from .protocol import ArraySpec, Message
 
 __all__ = ["RefineStats", "RefineCenters", "RefineChainStats", "RefineChainCenters", "RefineSetup", "client_stats",
@@ -63,12 +64,26 @@ __all__ = ["RefineStats", "RefineCenters", "RefineChainStats", "RefineChainCente
 
 
 #: array specs shared by the refinement messages (each message lists its own in its wire order)
-_COUNTS = ArraySpec("i", 1, min_value=0)
+_COUNTS = ArraySpec("i", 1, min_value=0, max_abs=MAX_COUNT)
 _SUMS = ArraySpec("f", 2)
 _INERTIA = ArraySpec("f", 1, min_value=0.0)
 _CHAINS = ArraySpec("i", 1, min_value=0)
 _CENTERS = ArraySpec("f", 2)
 _FEATURE_WEIGHT = ArraySpec("f", 1, min_value=0.0)
+
+
+def _check_sums(message) -> None:
+    """Each cluster's sum of rows is at most its count times the largest mean a client can have (a sum with
+    no rows is 0): a larger one cannot come from valid data, and would overflow the server's update."""
+    if not message.sums.size:
+        return
+    peak = np.abs(message.sums).max(axis=1)
+    bound = message.counts.astype(np.float64) * MAX_ABS_MEAN
+    bad = np.flatnonzero(peak > bound)
+    if bad.size:
+        j = int(bad[0])
+        message._fail(f"sums: cluster {j} has a sum of magnitude {peak[j]:.3g} from {int(message.counts[j])} rows, "
+                      f"more than valid client data gives (at most {bound[j]:.3g})")
 
 
 class _CentersBroadcast:
@@ -132,6 +147,7 @@ class RefineStats(Message):
         self._check_shape("sums", (k, d))
         if self.inertia.shape not in ((k,), (0,)):
             self._fail(f"inertia shape {self.inertia.shape} must be ({k},) or (0,)")
+        _check_sums(self)
         _units.check_unit_fields(self)
         if self.feature_stats.size and not (self.feature_stats[0] == self.feature_stats[0, 0]).all():
             self._fail("feature_stats: the count row must be the same for every feature")
@@ -209,6 +225,7 @@ class RefineChainStats(Message):
         _check_chains(self, rows)
         self._check_shape("sums", (rows, self.n_features))
         self._check_shape("inertia", (rows,))
+        _check_sums(self)
 
 
 @dataclass(frozen=True, eq=False)

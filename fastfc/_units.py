@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._limits import MAX_ABS_MEAN, MAX_COUNT, max_distance
 from ._warnings import warn_caller
 
 __all__ = [
@@ -470,7 +471,9 @@ def check_unit_fields(message) -> None:
     """Shape checks of a message's optional ``feature_stats`` / ``feature_weight`` arrays.
 
     ``feature_stats`` must be ``(3, n_features)`` (count, mean, variance; counts and
-    variances >= 0) or empty; ``feature_weight`` ``(n_features,)`` or empty.
+    variances >= 0, and no larger than valid client data gives: counts at most
+    :data:`~fastfc._limits.MAX_COUNT`, means within :data:`~fastfc._limits.MAX_ABS_MEAN`,
+    variances within its square) or empty; ``feature_weight`` ``(n_features,)`` or empty.
     """
     d = message.n_features
     stats = getattr(message, "feature_stats", None)
@@ -479,9 +482,25 @@ def check_unit_fields(message) -> None:
             message._fail(f"feature_stats shape {stats.shape} is neither (3, {d}) nor empty")
         if stats.size and stats[[0, 2]].min() < 0:
             message._fail("feature_stats counts and variances must be >= 0")
+        if stats.size:
+            for row, what, bound in ((0, "count", MAX_COUNT), (1, "mean", MAX_ABS_MEAN), (2, "variance", MAX_ABS_MEAN ** 2)):
+                peak = float(np.abs(stats[row]).max())
+                if peak > bound:
+                    message._fail(f"feature_stats: a {what} of magnitude {peak:.3g} exceeds {bound:.3g}, more than "
+                                  "valid client data gives")
     weight = getattr(message, "feature_weight", None)
     if weight is not None and weight.shape not in ((0,), (d,)):
         message._fail(f"feature_weight shape {weight.shape} is neither ({d},) nor empty")
+
+
+def check_distances(message, name: str) -> None:
+    """Distances in array ``name`` (radii, spreads) are at most the largest distance between two points of
+    valid client data in ``message.n_features`` dimensions (:func:`fastfc._limits.max_distance`)."""
+    values = getattr(message, name)
+    bound = max_distance(message.n_features)
+    if values.size and float(values.max()) > bound:
+        message._fail(f"{name}: a distance of {float(values.max()):.3g} exceeds {bound:.3g}, more than valid client "
+                      "data gives")
 
 
 def scale_ratio(stats: np.ndarray, weight: np.ndarray) -> float:

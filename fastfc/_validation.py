@@ -15,6 +15,8 @@ import numpy as np
 import scipy.sparse
 from sklearn.utils.validation import check_array, validate_data
 
+from ._limits import MAX_ABS_VALUE  # noqa: F401  (the data bound; re-exported)
+
 __all__ = [
     "check_client_data",
     "check_clients",
@@ -26,10 +28,6 @@ __all__ = [
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
-#: the largest magnitude accepted in the data: squared distances, variances and sums of squares over
-#: many rows are computed in float64 (max ~1.8e308), so values beyond ~1e154 overflow to inf even in a
-#: single square; 1e150 leaves room for 10^8 summed squares. float32 data (max ~3.4e38) never reaches it
-MAX_ABS_VALUE = 1e150
 
 
 #: what NumPy, zipfile, zlib and gzip raise on a damaged or hostile file (bad archives and CRCs, encrypted or

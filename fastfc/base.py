@@ -84,7 +84,10 @@ def _check_batch(messages: Sequence[Message], cls, *, round: int | None = None) 
                            f"client(s) {dup}{tail}")
     dims = {int(m.n_features) for m in messages}
     if len(dims) > 1:
-        raise ValueError(f"{what} have different feature counts: {sorted(dims)}")
+        by_dim = {d: [m.client if m.client is not None else f"#{i}" for i, m in enumerate(messages)
+                      if m.n_features == d] for d in sorted(dims)}
+        shown = "; ".join(f"{d} from client(s) {', '.join(map(str, who))}" for d, who in by_dim.items())
+        raise ValueError(f"{what} have different feature counts: {shown}")
     return messages
 
 
@@ -492,10 +495,14 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         with limit_blas_threads(n_threads):
             return self._run_server_round(uploads, server_state, entropy, restart, round, n_threads)
 
-    def _check_round_upload(self, upload: Message, server_state: ServerState, round: int) -> None:
-        """Raise :class:`MessageError` when one well-formed upload of round ``round >= 1`` does not fit the
-        server's state (so a driver can blame its sender alone). Default: a refinement upload must have one
-        entry per global centre, the model's feature count, and (round 1) its feature moments."""
+    def _check_round_upload(self, upload: Message, server_state: ServerState | None, round: int) -> None:
+        """Raise :class:`MessageError` when one well-formed upload of round ``round`` does not fit the run
+        (so a driver can blame its sender alone): in round 0 (``server_state`` None) the estimator's
+        parameters, later the server's state. Default: nothing in round 0 (a summary's own checks bound its
+        values); a refinement upload must have one entry per global centre, the model's feature count, and
+        (round 1) its feature moments."""
+        if round == 0:
+            return
         refine = _refine()
         who = f"client {upload.client}" if upload.client is not None else "an upload"
         if isinstance(upload, refine.RefineChainStats):
@@ -749,7 +756,10 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
         return reply
 
     def _check_summaries(self, summaries: Sequence[Message]) -> list[Message]:
-        return _check_batch(summaries, self._summary_cls)
+        summaries = _check_batch(summaries, self._summary_cls)
+        for s in summaries:
+            self._check_round_upload(s, None, 0)
+        return summaries
 
     # ---------------------------------------------------------------- fitting
     def fit(self, X, y=None, *, client_ids=None):

@@ -70,6 +70,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from . import _units
 from ._grouping import near_duplicate_groups
 from ._kernels import _feca as K
+from ._limits import MAX_ABS_MEAN
 from ._parallel import effective_n_jobs, helper_pool, limit_blas_threads
 from ._state import ClientState
 from ._warnings import warn_caller
@@ -116,7 +117,7 @@ class FeCASummary(Message):
 
     METHOD = "feca"
     KIND = "summary"
-    ARRAYS = {"centers": ArraySpec("f", 2), "radii": ArraySpec("f", 1, min_value=0.0),
+    ARRAYS = {"centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN), "radii": ArraySpec("f", 1, min_value=0.0),
               "feature_stats": ArraySpec("f", 2)}
     centers: np.ndarray
     # keyword-only and before radii on the wire, so the existing arrays keep their order
@@ -135,6 +136,7 @@ class FeCASummary(Message):
         _units.check_unit_fields(self)
         if self.radii.shape[0] != self.centers.shape[0]:
             self._fail(f"{self.radii.shape[0]} radii for {self.centers.shape[0]} centroids")
+        _units.check_distances(self, "radii")
 
 
 @dataclass(frozen=True, eq=False)

@@ -70,6 +70,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
 from ._kernels import _kstar
+from ._limits import MAX_ABS_MEAN, MAX_COUNT
 from ._parallel import sklearn_seed
 from ._grouping import near_duplicate_groups, variance_split_groups
 from ._state import ClientState
@@ -167,12 +168,14 @@ class FedKStarHCSummary(Message):
     METHOD = "fedkstarhc"
     KIND = "summary"
     ARRAYS = {
-        "counts": ArraySpec("i", 1, min_value=1),
-        "centers": ArraySpec("f", 2),
+        "counts": ArraySpec("i", 1, min_value=1, max_abs=MAX_COUNT),
+        "centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN),
         "radii": ArraySpec("f", 1, min_value=0.0),
-        "stds": ArraySpec("f", 2, min_value=0.0),
-        "substitutes": ArraySpec("f", 2),
-        "sub_counts": ArraySpec("i", 1, min_value=0),
+        # a sample standard deviation (ddof=1) of values within the bound is at most sqrt(2) times it
+        "stds": ArraySpec("f", 2, min_value=0.0, max_abs=2 * MAX_ABS_MEAN),
+        # Gaussian draws around such means: 64 times the bound is ~40 standard deviations out
+        "substitutes": ArraySpec("f", 2, max_abs=64 * MAX_ABS_MEAN),
+        "sub_counts": ArraySpec("i", 1, min_value=0, max_abs=MAX_COUNT),
     }
     counts: np.ndarray
     centers: np.ndarray
@@ -195,6 +198,7 @@ class FedKStarHCSummary(Message):
         self._check_shape("centers", (k, d))
         self._check_shape("stds", (k, d))
         self._check_shape("radii", (k,))
+        _units.check_distances(self, "radii")
         self._check_shape("sub_counts", (k,))
         if (self.sub_counts > self.counts).any():
             self._fail("a subcluster has more substitute rows than rows")

@@ -47,6 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _ae
 from ._kernels._fedcref import cluster_refine, cluster_scores
+from ._limits import MAX_COUNT
 from ._parallel import client_rng, limit_blas_threads, pinned_worker
 from .base import BaseFederatedClusterer, ClientState
 from ._warnings import warn_caller
@@ -125,7 +126,7 @@ class FedCRefModels(FedCRefUpload):
     METHOD = "fedcref"
     KIND = "models"
     ARRAYS = {"params": ArraySpec("f", 2), "clusters": ArraySpec("i", 1, min_value=0),
-              "sizes": ArraySpec("i", 1, min_value=0)}
+              "sizes": ArraySpec("i", 1, min_value=0, max_abs=MAX_COUNT)}
     params: np.ndarray
     clusters: np.ndarray
     sizes: np.ndarray
@@ -249,7 +250,7 @@ class FedCRefTrainUpdate(FedCRefUpload):
 
     METHOD = "fedcref"
     KIND = "train_update"
-    ARRAYS = {"params": ArraySpec("f", 2), "counts": ArraySpec("i", 1, min_value=0)}
+    ARRAYS = {"params": ArraySpec("f", 2), "counts": ArraySpec("i", 1, min_value=0, max_abs=MAX_COUNT)}
     params: np.ndarray
     counts: np.ndarray
     n_features: int
@@ -738,6 +739,59 @@ class FedCRef(BaseFederatedClusterer):
     def _upload_cls(self, round: int):
         return FedCRefUpload
 
+    def _check_round_upload(self, upload, server_state, round: int) -> None:
+        """One upload fits the run: the run's feature count and model size, the kind of upload the server's
+        last broadcast asked for, and (by kind) scores for every model of the set from each of the client's
+        clusters, an update for each task it was given, models for the clusters it has."""
+        who = f"client {upload.client}" if upload.client is not None else "an upload"
+        if round == 0:
+            self._check_models_upload(upload, who, upload.n_features, None)
+            return
+        v = server_state.values
+        d = int(v["n_features"])
+        if upload.n_features != d:
+            raise MessageError(f"{who}: its upload is for {upload.n_features} features, the run has {d}")
+        if not isinstance(upload, v["expect"]):
+            raise MessageError(f"{who}: sent a {type(upload).__name__} in round {round}, where the server's last "
+                               f"broadcast asked for a {v['expect'].__name__}")
+        known = v["cache"].get(upload.client)
+        if known is None:
+            raise MessageError(f"{who} did not upload models in round 0, so it has no place in the run")
+        n_local = known[2].shape[0]
+        if isinstance(upload, FedCRefScores):
+            expected = (n_local, v["model_set"].params.shape[0])
+            if upload.scores.shape != expected:
+                raise MessageError(f"{who}: its scores have shape {upload.scores.shape}, expected {expected} (its "
+                                   "local clusters x the models of the set)")
+            if (upload.oracle_classes.shape[0] > 0) != (self.oracle_labels is not None):
+                raise MessageError(f"{who}: its scores {'carry' if upload.oracle_classes.shape[0] else 'lack'}"
+                                   " oracle classes, but the perfect-association baseline (oracle_labels) is "
+                                   f"{'off' if self.oracle_labels is None else 'on'}")
+        elif isinstance(upload, FedCRefTrainUpdate):
+            if upload.client not in v["task_clients"]:
+                raise MessageError(f"{who}: sent a train update, but was given no training task")
+            n_tasks = sum(cc == upload.client for m in v["members"] for cc, _ in m)
+            if upload.params.shape != (n_tasks, self._layout(d).n_params):
+                raise MessageError(f"{who}: its train update has parameters of shape {upload.params.shape}, its task "
+                                   f"asked for ({n_tasks}, {self._layout(d).n_params})")
+        elif isinstance(upload, FedCRefModels):
+            self._check_models_upload(upload, who, d, n_local)
+
+    def _check_models_upload(self, upload, who: str, n_features: int, n_local: int | None) -> None:
+        """A models upload: (round 0) a changed one; the run's model size; the client's cluster count."""
+        if not isinstance(upload, FedCRefModels):  # pragma: no cover - the batch check admits only these
+            raise MessageError(f"{who}: round 0 takes a FedCRefModels upload, got {type(upload).__name__}")
+        if n_local is None and not upload.changed:
+            raise MessageError(f"{who}: says its models are unchanged, but it has sent none before")
+        n_params = self._layout(n_features).n_params
+        if upload.params.shape[1] != n_params and upload.params.shape[0]:
+            raise MessageError(f"{who}: its models have {upload.params.shape[1]} parameters each, the run's "
+                               f"autoencoder ({n_features} features, hidden layers {self._check_hidden()}) has "
+                               f"{n_params}")
+        if n_local is not None and upload.sizes.shape[0] != n_local:
+            raise MessageError(f"{who}: its models upload has {upload.sizes.shape[0]} local clusters, it had "
+                               f"{n_local}")
+
     def _check_broadcast(self, broadcast, state, round):
         if isinstance(broadcast, FedCRefFinal):
             raise MessageError("the broadcast is final: label the rows with client_assign")
@@ -1056,6 +1110,7 @@ class FedCRef(BaseFederatedClusterer):
         values = {
             "replies": [], "clients": [s.client for s in summaries], "cache": cache, "model_set": model,
             "iteration": 1, "hist_G": [0], "hist_I": [n_clusters], "history": [], "phases": ["local_training"],
+            "n_features": int(summaries[0].n_features), "expect": FedCRefScores,
         }
         return broadcasts, type(state)(method=state.method, round=0, model=None, values=values), False
 
@@ -1166,15 +1221,6 @@ class FedCRef(BaseFederatedClusterer):
         values["history"] = [dict(h) for h in values["history"]]
         if kind is FedCRefScores:
             values["phases"] = values["phases"] + ["association"]
-            ms = values["model_set"]
-            for u in uploads:
-                if u.scores.shape != (values["cache"][u.client][2].shape[0], ms.params.shape[0]):
-                    raise MessageError(f"client {u.client}'s scores have shape {u.scores.shape}, expected "
-                                       f"({values['cache'][u.client][2].shape[0]}, {ms.params.shape[0]})")
-                if (u.oracle_classes.shape[0] > 0) != (self.oracle_labels is not None):
-                    raise MessageError(f"client {u.client}'s scores {'carry' if u.oracle_classes.shape[0] else 'lack'}"
-                                       " oracle classes, but the perfect-association baseline (oracle_labels) is "
-                                       f"{'off' if self.oracle_labels is None else 'on'}")
             edges, groups, singles, cluster_global = self._associate(uploads, values)
             values["hist_G"] = values["hist_G"] + [len(groups)]
             values["hist_I"] = values["hist_I"] + [len(singles)]
@@ -1185,9 +1231,10 @@ class FedCRef(BaseFederatedClusterer):
             lay = self._layout(d)
             if not groups:
                 values["group_params"] = np.zeros((0, lay.n_params), np.float32)
+                values["expect"] = FedCRefStatus
                 return [FedCRefGroupModels(params=values["group_params"], n_features=d)] * len(uploads), values, False
             params = np.stack([_ae.glorot_init(lay, rng) for _ in groups])
-            values.update(group_params=params, fl_round=1, task_clients=clients)
+            values.update(group_params=params, fl_round=1, task_clients=clients, expect=FedCRefTrainUpdate)
             return self._train_tasks(values, 1, params, clients, d), values, False
         if kind is FedCRefTrainUpdate:
             values["phases"] = values["phases"] + ["fedavg"]
@@ -1197,9 +1244,7 @@ class FedCRef(BaseFederatedClusterer):
             sent = {c: t for c, t in zip(values["task_clients"], self._train_tasks(
                 values, values["fl_round"], params, values["task_clients"], d))}
             for u in uploads:
-                task = sent.get(u.client)
-                if task is None or u.params.shape[0] != task.groups.shape[0]:
-                    raise MessageError(f"client {u.client}'s train update does not answer its task")
+                task = sent[u.client]  # each update answers its task (_check_round_upload)
                 for t, g in enumerate(task.groups):
                     num[g] += float(u.counts[t]) * u.params[t].astype(np.float64)
                     den[g] += float(u.counts[t])
@@ -1210,6 +1255,7 @@ class FedCRef(BaseFederatedClusterer):
                 values["fl_round"] = values["fl_round"] + 1
                 values["task_clients"] = clients
                 return self._train_tasks(values, values["fl_round"], params, clients, d), values, False
+            values["expect"] = FedCRefStatus
             return [FedCRefGroupModels(params=params, n_features=d)] * len(uploads), values, False
         if kind is FedCRefStatus:
             values["phases"] = values["phases"] + ["refinement"]
@@ -1229,6 +1275,7 @@ class FedCRef(BaseFederatedClusterer):
                 out = [FedCRefFinal(cluster_global=cg[c], n_groups=ng, n_features=d) for c in clients]
                 return out, values, True
             values["iteration"] = it + 1
+            values["expect"] = FedCRefModels
             return [FedCRefProceed(iteration=it + 1, n_features=d)] * len(uploads), values, False
         if kind is FedCRefModels:
             values["phases"] = values["phases"] + ["local_training"]
@@ -1237,9 +1284,8 @@ class FedCRef(BaseFederatedClusterer):
                 if u.changed:
                     cache[u.client] = (np.asarray(u.params), np.asarray(u.clusters), np.asarray(u.sizes),
                                        int(values["iteration"]))
-                elif u.client not in cache:
-                    raise MessageError(f"client {u.client} says its models are unchanged, but none are known")
             values["cache"] = cache
+            values["expect"] = FedCRefScores
             ms = self._model_set({c: cache[c] for c in clients}, d)
             values["model_set"] = ms
             return [ms] * len(uploads), values, False

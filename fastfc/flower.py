@@ -48,6 +48,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from numbers import Integral
@@ -491,9 +492,11 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
     ``answered`` holds every node that replied at all (valid or not): those are reachable.
 
     Only what a client sent can be its fault (a malformed or missing client-index header, an
-    index other than the one it had in round 0, or a message that is malformed, of another
-    class than the round's upload, addressed to another client or stamped with another round).
-    Any other exception here is a server bug and propagates.
+    index other than the one it had in round 0, a message that is malformed, of another
+    class than the round's upload, addressed to another client or stamped with another round,
+    one that does not fit the run (:meth:`_check_round_upload`), or, in round 0, a summary for
+    another feature count than most clients'). Any other exception here is a server bug and
+    propagates.
     """
     phase = "summarize" if rnd == 0 else "round"
     cls = est._upload_cls(rnd)
@@ -538,14 +541,32 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
         if idx in by_index:
             fail(node, f"duplicate client-index {idx} (also {by_index[idx][0]})", idx)
             continue
-        if server_state is not None:
-            try:  # well-formed, but does it fit the server's state (e.g. one entry per global centre)?
-                est._check_round_upload(upload, server_state, rnd)
-            except MessageError as exc:
-                fail(node, f"{what} does not fit the run: {exc}", idx)
-                continue
+        try:  # well-formed, but does it fit the run (e.g. one entry per global centre)?
+            est._check_round_upload(upload, server_state, rnd)
+        except MessageError as exc:
+            fail(node, f"{what} does not fit the run: {exc}", idx)
+            continue
         by_index[idx] = (node, upload, int(np.asarray(payload).size))
+    if rnd == 0:
+        for idx, reason in _feature_count_outliers({i: v[1] for i, v in by_index.items()}).items():
+            fail(by_index.pop(idx)[0], reason, idx)
     return by_index, failures, answered
+
+
+def _feature_count_outliers(summaries: Mapping[int, Message]) -> dict[int, str]:
+    """``{client: reason}`` for the round-0 summaries whose feature count is not the one most clients have
+    (every summary when no count has more clients than each other count: nobody can tell which is right)."""
+    dims = {i: int(s.n_features) for i, s in summaries.items()}
+    tally = Counter(dims.values())
+    if len(tally) < 2:
+        return {}
+    (top, n_top), (_, n_next) = tally.most_common(2)
+    shown = ", ".join(f"{n} for {d}" for d, n in sorted(tally.items()))
+    if n_top == n_next:
+        return {i: f"the summaries disagree on the feature count with no majority ({shown} features); this one is "
+                   f"for {d}" for i, d in dims.items()}
+    return {i: f"summary is for {d} features, but {n_top} of {len(dims)} clients' are for {top}"
+            for i, d in dims.items() if d != top}
 
 
 def _release(send: SendFn, nodes, task: dict) -> None:

@@ -62,6 +62,8 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from ._limits import MAX_ABS_MEAN
+
 __all__ = [
     "ArraySpec",
     "Message",
@@ -140,6 +142,11 @@ class ArraySpec:
         Float arrays must hold no NaN or inf.
     min_value : float or None
         Smallest allowed value (checked when the array is not empty).
+    max_abs : float or None
+        Largest allowed magnitude (checked when the array is not empty): the
+        bound of :mod:`fastfc._limits` that no client's valid data can exceed
+        (means, spreads, counts), so an upload beyond it is refused by name
+        before the server's arithmetic overflows.
 
     Notes
     -----
@@ -154,6 +161,7 @@ class ArraySpec:
     ndim: int
     finite: bool = True
     min_value: float | None = None
+    max_abs: float | None = None
 
     def check(self, cls_name: str, name: str, value: Any) -> np.ndarray:
         """Validate ``value`` for this field; return a read-only C-contiguous copy.
@@ -161,7 +169,8 @@ class ArraySpec:
         Raises
         ------
         MessageError
-            Wrong dtype kind or ndim, NaN/inf (when ``finite``), or a value below ``min_value``.
+            Wrong dtype kind or ndim, NaN/inf (when ``finite``), a value below ``min_value`` or of
+            magnitude above ``max_abs``.
         """
         where = f"{cls_name}.{name}"
         if not isinstance(value, np.ndarray):
@@ -198,6 +207,11 @@ class ArraySpec:
             raise MessageError(f"{where}: contains NaN or inf")
         if self.min_value is not None and value.size and value.min() < self.min_value:
             raise MessageError(f"{where}: values must be >= {self.min_value}, found {value.min()}")
+        if self.max_abs is not None and value.size:
+            peak = max(float(value.max()), -float(value.min()))
+            if peak > self.max_abs:
+                raise MessageError(f"{where}: values of magnitude up to {peak:.3g} exceed {self.max_abs:.3g}, more "
+                                   "than valid client data gives")
         out = np.array(value, order="C", copy=True)
         out.setflags(write=False)
         return out
@@ -664,7 +678,7 @@ class CentersSummary(Message):
     n_features : int
     """
 
-    ARRAYS = {"centers": ArraySpec("f", 2)}
+    ARRAYS = {"centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN)}
     centers: np.ndarray
     n_features: int
 

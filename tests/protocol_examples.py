@@ -70,7 +70,8 @@ def _kstar_model(rng, k, d, m):
 def _refine_stats(rng, k, d, m):
     first = m % 2 == 0  # round-1 uploads carry moments and no inertia
     moments = np.vstack([np.full(d, float(m)), rng.normal(size=d), rng.random(d)]) if first else np.zeros((0, d))
-    return RefineStats(counts=rng.integers(0, 9, k), sums=rng.normal(size=(k, d)),
+    counts = rng.integers(0, 9, k)
+    return RefineStats(counts=counts, sums=rng.normal(size=(k, d)) * (counts > 0)[:, None],  # no rows sum to 0
                        inertia=np.zeros(0) if first else rng.random(k), feature_stats=moments, n_features=d)
 
 
@@ -86,7 +87,8 @@ def _chains(rng, m):
 def _refine_chain_stats(rng, k, d, m):
     chains = _chains(rng, m)
     rows = chains.size * k
-    return RefineChainStats(chains=chains, counts=rng.integers(0, 9, rows), sums=rng.normal(size=(rows, d)),
+    counts = rng.integers(0, 9, rows)
+    return RefineChainStats(chains=chains, counts=counts, sums=rng.normal(size=(rows, d)) * (counts > 0)[:, None],
                             inertia=rng.random(rows), n_clusters=k, n_features=d)
 
 

@@ -188,7 +188,8 @@ def drive_rounds(est, X_clients, seed, absent_from=None):
     absent_from = absent_from or {}
     uploads, states = {}, {}
     for i, X in enumerate(X_clients):
-        uploads[i], states[i] = est.client_round(X, round=0, client_index=i, random_state=seed)
+        if absent_from.get(i, np.inf) > 0:
+            uploads[i], states[i] = est.client_round(X, round=0, client_index=i, random_state=seed)
     bcs, server_state, done = est.server_round([uploads[i] for i in sorted(uploads)], None, round=0,
                                                random_state=seed)
     r = 0
@@ -586,3 +587,150 @@ def test_supernodes_start_after_the_superlink_listens_and_an_exit_is_reported(tm
     with LocalFederation(tmp_path / "fed", [np.zeros((4, 2))], port=38731, bin_dir=str(bin_dir)) as fed:
         with pytest.raises(FederationError, match=r"(?s)supernode0 exited with code 4.*bad node config"):
             fed.wait_online(timeout=30)
+
+
+# ------------------------------------------------------- well-formed uploads that do not fit the run
+def _beyond_bound(field, value):
+    """A tamper that sets ``field`` of the upload to ``value(old array)`` and re-encodes it with a valid
+    digest, address and round, skipping the construction checks (what a broken or hostile client can send)."""
+    def tamper(arr, history):
+        import copy
+
+        from fastfc.flower import encode_payload
+        from fastfc.protocol import decode_message
+
+        msg = copy.copy(decode_message(arr.tobytes()))
+        object.__setattr__(msg, field, value(np.array(getattr(msg, field))))
+        return encode_payload(msg)
+    return tamper
+
+
+def _big(a):
+    return a * 1e300
+
+
+def _int62(a):
+    return np.full_like(a, 2 ** 62)
+
+
+#: (method, params, round, field, value, reason): an upload field beyond what valid data can give, which
+#: stopped the whole run before (server arithmetic overflowed: inf centres, an int64 wrap, a ValueError)
+#: or was silently used
+BEYOND_BOUND = [
+    ("kfed", {"n_clusters": 4}, 0, "centers", _big, r"KFedSummary.centers: values of magnitude up to .* exceed"),
+    ("kfed", {"n_clusters": 4}, 0, "feature_stats", _big, r"KFedSummary: feature_stats: a count of magnitude"),
+    ("feca", {"n_clusters": 4}, 0, "radii", _big, r"FeCASummary: radii: a distance of .* exceeds"),
+    ("fedhire", {"n_clusters": 4}, 0, "centers", _big, r"FedHIRESummary.centers: values of magnitude"),
+    ("gold", {"n_clusters": 4, "mcpl_tol": 1e-3}, 0, "centers", _big, r"FedHIRESummary.centers: values of magnitude"),
+    ("fedkstarhc", {"n_clusters": 4}, 0, "counts", _int62, r"FedKStarHCSummary.counts: values of magnitude"),
+    ("fedkstarhc", {"n_clusters": None}, 0, "stds", _big, r"FedKStarHCSummary.stds: values of magnitude"),
+    ("kfed", {"n_clusters": 4, "refine_rounds": 3}, 1, "sums", _big, r"RefineStats: sums: cluster 0 has a sum"),
+    ("kfed", {"n_clusters": 4, "refine_rounds": 3}, 1, "feature_stats", _big, r"RefineStats: feature_stats: a count"),
+    ("kfed", {"n_clusters": 4, "refine_rounds": 3}, 2, "counts", _int62, r"RefineStats.counts: values of magnitude"),
+]
+
+
+@pytest.mark.parametrize("method, params, rnd, field, value, reason", BEYOND_BOUND,
+                         ids=[f"{m}-{i}-r{r}-{f}" for i, (m, _, r, f, *_) in enumerate(BEYOND_BOUND)])
+def test_upload_beyond_valid_data_drops_only_its_sender(tmp_path, method, params, rnd, field, value, reason):
+    """A well-formed upload (valid digest, address and round) holding means, spreads, counts or sums that no
+    client's valid data can give is that client's failure, reported with its round and the field: the run goes
+    on with the others exactly as if the client had been lost in that round (on-missing=continue), or stops
+    naming it (fail). Before, each of these stopped the whole run with a server error or was used silently."""
+    import re
+
+    X_clients, _ = mixture_clients(1, k=4)
+    workers = _write_clients(tmp_path, X_clients)
+    task = {"method": method, "params": params, "random_state": 3}
+    tamper = {"node1": (rnd, _beyond_bound(field, value))}
+    report = run_server_phases(_memory_send(workers, tamper=tamper), list(workers), task, min_clients=3)
+    assert [(f.node, f.client, f.round) for f in report.missing] == [("node1", 1, rnd)]
+    assert re.search(reason, report.missing[0].reason), report.missing[0].reason
+    assert "more than valid client data gives" in report.missing[0].reason
+    expected, _ = drive_rounds(make_estimator(method, **params), X_clients, 3, {1: rnd})
+    assert not (tmp_path / "labels1.npy").exists()
+    for i in (0, 2, 3):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), expected[i])
+    with pytest.raises(FederationError, match=f"round {rnd}: .*node1 \\(client 1\\): .*more than valid client data"):
+        run_server_phases(_memory_send(workers, tamper=tamper), list(workers), task, min_clients=3, on_missing="fail")
+
+
+@pytest.mark.parametrize("method, params", [
+    ("kfed", {"n_clusters": 4}), ("feca", {"n_clusters": 4}), ("fedhire", {"n_clusters": 4}),
+    ("fedkstarhc", {"n_clusters": None}), ("kfed", {"n_clusters": 4, "refine_rounds": 2}),
+])
+def test_client_with_another_feature_count_is_dropped_by_the_majority(tmp_path, method, params):
+    """A client whose data file has one column more sends a valid summary for 6 features while three
+    clients send 5: the server drops that client (round 0, reason naming both counts) and labels the
+    others as without it. Before, the server stopped the whole run ("client summaries have different
+    feature counts"). With two against two, no count is the majority: the run stops, naming the counts."""
+    X_clients, _ = mixture_clients(1, k=4)
+    X_clients = [np.asarray(X) for X in X_clients]
+    wide = [X if i != 1 else np.hstack([X, X[:, :1]]) for i, X in enumerate(X_clients)]
+    workers = _write_clients(tmp_path, wide)
+    task = {"method": method, "params": params, "random_state": 3}
+    report = run_server_phases(_memory_send(workers), list(workers), task, min_clients=3)
+    assert [(f.node, f.client, f.round) for f in report.missing] == [("node1", 1, 0)]
+    assert report.missing[0].reason == "summary is for 6 features, but 3 of 4 clients' are for 5"
+    expected, _ = drive_rounds(make_estimator(method, **params), X_clients, 3, {1: 0})
+    for i in (0, 2, 3):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), expected[i])
+    tie = [X if i < 2 else np.hstack([X, X[:, :1]]) for i, X in enumerate(X_clients)]
+    workers = _write_clients(tmp_path, tie)
+    with pytest.raises(FederationError, match=r"round 0: 0 of 4 clients answered .*no majority \(2 for 5, 2 for 6"):
+        run_server_phases(_memory_send(workers), list(workers), task, min_clients=1)
+
+
+def _fedcref_status_instead(arr, history):
+    """A valid FedCRefStatus (right address and round) where the server asked for another upload."""
+    from fastfc.fedcref import FedCRefStatus
+    from fastfc.flower import encode_payload
+    from fastfc.protocol import decode_message
+
+    msg = decode_message(arr.tobytes())
+    status = FedCRefStatus(stable=True, frozen=False, n_refine=0, self_acc=1.0, n_features=msg.n_features)
+    return encode_payload(status.addressed(client=msg.client, round=msg.round))
+
+
+def _drop_last_column(a):
+    return a[:, :-1]
+
+
+#: (round, tamper, reason): FedCRef uploads that are well formed but do not fit the run. Round 0 = the local
+#: models, 1 = the association scores, 2 = the first FedAvg update (groups form in iteration 1 here)
+FEDCREF_MISFITS = [
+    (0, _beyond_bound("params", _drop_last_column), r"its models have 2407 parameters each, the run's autoencoder \(64 features, hidden layers \(16, 8, 16\)\) "
+                                                           r"has 2408"),
+    (1, _beyond_bound("scores", _drop_last_column), r"its scores have shape \(\d, \d+\), expected"),
+    (1, _fedcref_status_instead, r"sent a FedCRefStatus in round 1, where the server's last broadcast asked for a "
+                                 r"FedCRefScores"),
+    (2, _beyond_bound("params", _drop_last_column), r"its train update has parameters of shape"),
+]
+
+
+@pytest.mark.parametrize("rnd, tamper, reason", FEDCREF_MISFITS, ids=["models-width", "scores-shape", "wrong-kind",
+                                                                       "update-width"])
+def test_fedcref_upload_that_does_not_fit_drops_only_its_sender(tmp_path, rnd, tamper, reason):
+    """A FedCRef client whose models have another size, whose scores miss a model, that answers with the
+    wrong kind of upload or whose FedAvg update has another size is dropped in that round (reported with
+    it); the run goes on exactly as if it had been lost then. Before, the first and last stopped the whole
+    run with a ValueError in np.concatenate or a broadcast, the middle two with a MessageError."""
+    import re
+
+    X_clients, init = _fedcref_digits_clients(sets=((0, 1), (0, 1, 2), (1, 2), (0, 2)), per_class=30)
+    params = {"init_labels": [lab.tolist() for lab in init], "hidden_layer_sizes": [16, 8, 16], "local_epochs": 20,
+              "fl_rounds": 2, "fl_epochs": 3, "fl_first_epochs": 2, "max_iter": 2, "theta": 0.35,
+              "learning_rate": 5e-3}
+    task = json.loads(json.dumps({"method": "fedcref", "params": params, "random_state": 3}))
+    workers = _write_clients(tmp_path, X_clients)
+    report = run_server_phases(_memory_send(workers, tamper={"node1": (rnd, tamper)}), list(workers), task,
+                               min_clients=3)
+    assert [(f.node, f.client, f.round) for f in report.missing] == [("node1", 1, rnd)]
+    assert re.search(reason, report.missing[0].reason), report.missing[0].reason
+    est = make_estimator("fedcref", random_state=3, **params)
+    expected, _ = drive_rounds(est, X_clients, 3, {1: rnd})
+    whole = make_estimator("fedcref", random_state=3, **params).fit_clients(X_clients)
+    assert whole.history_["n_groups"][0] >= 1  # round 2 is a FedAvg round
+    assert not (tmp_path / "labels1.npy").exists()
+    for i in (0, 2, 3):
+        np.testing.assert_array_equal(np.load(tmp_path / f"labels{i}.npy"), expected[i])

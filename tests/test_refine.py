@@ -560,21 +560,39 @@ def test_round0_seeding_keeps_chain_0_and_gives_one_client_distinct_chains(n_job
 
 
 # ------------------------------------------------- the refinement messages' wire bytes and checks
+def _unchecked(cls, **fields):
+    """A message built without its cross-field checks (the arrays still pass their specs), to encode the
+    recorded messages that later rules refuse."""
+    msg = object.__new__(cls)
+    for name, value in fields.items():
+        spec = cls.ARRAYS.get(name)
+        object.__setattr__(msg, name, spec.check(cls.__name__, name, value) if spec else value)
+    object.__setattr__(msg, "client", None)
+    object.__setattr__(msg, "round", 0)
+    return msg
+
+
+#: recorded messages that the bound on refinement sums (a cluster without rows sums to 0) now refuses on reading
+REFUSED_SINCE_RECORDING = {"stats-round1": "sums: cluster 1 has a sum of magnitude",
+                           "chain-stats": "sums: cluster 0 has a sum of magnitude"}
+
+
 def _fixed_refine_messages():
     rng = np.random.default_rng(20261125)
     k, d = 3, 4
     w = np.array([0.5, 0.0, 2.0, 1.25])
     fs = np.vstack([np.full(d, 7.0), rng.normal(size=d), rng.uniform(0.1, 2, d)])
     return {
-        "stats-round1": RefineStats(counts=np.array([3, 0, 4]), sums=rng.normal(size=(k, d)), inertia=np.zeros(0),
-                                    feature_stats=fs, n_features=d).addressed(client=2, round=1),
+        "stats-round1": _unchecked(RefineStats, counts=np.array([3, 0, 4]), sums=rng.normal(size=(k, d)),
+                                   inertia=np.zeros(0), feature_stats=fs, n_features=d).addressed(client=2, round=1),
         "stats-round2": RefineStats(counts=np.array([1, 5, 1]), sums=rng.normal(size=(k, d)),
                                     inertia=rng.uniform(0, 3, k), feature_stats=np.zeros((0, d)), n_features=d),
         "centers": RefineCenters(centers=rng.normal(size=(k, d)), n_features=d).addressed(client=0, round=2),
         "centers-weighted-final": RefineCenters(centers=rng.normal(size=(k, d)).astype(np.float32), n_features=d,
                                                 feature_weight=w, final=True).addressed(client=1, round=5),
-        "chain-stats": RefineChainStats(chains=np.array([0, 2]), counts=np.arange(2 * k), sums=rng.normal(size=(2 * k, d)),
-                                        inertia=rng.uniform(0, 1, 2 * k), n_clusters=k, n_features=d).addressed(client=3, round=2),
+        "chain-stats": _unchecked(RefineChainStats, chains=np.array([0, 2]), counts=np.arange(2 * k),
+                                  sums=rng.normal(size=(2 * k, d)), inertia=rng.uniform(0, 1, 2 * k), n_clusters=k,
+                                  n_features=d).addressed(client=3, round=2),
         "chain-centers": RefineChainCenters(chains=np.array([1, 2, 4]), centers=rng.normal(size=(3 * k, d)), n_clusters=k,
                                             n_features=d, feature_weight=w).addressed(client=0, round=3),
         "chain-centers-final": RefineChainCenters(chains=np.array([2]), centers=rng.normal(size=(k, d)), n_clusters=k,
@@ -657,11 +675,16 @@ REFINE_REJECTIONS = {
 
 
 def test_refine_messages_encode_to_the_recorded_bytes():
-    """The four refinement message kinds encode exactly as recorded (the wire format is fixed) and read back."""
+    """The four refinement message kinds encode exactly as recorded (the wire format is fixed) and read back;
+    the two recorded uploads whose empty clusters have non-zero sums are now refused on reading, by name."""
     messages = _fixed_refine_messages()
     assert {name: hashlib.sha256(m.to_bytes()).hexdigest() for name, m in messages.items()} == REFINE_MESSAGE_SHA256
-    for m in messages.values():
-        assert decode_message(m.to_bytes()).to_bytes() == m.to_bytes()
+    for name, m in messages.items():
+        if name in REFUSED_SINCE_RECORDING:
+            with pytest.raises(MessageError, match=REFUSED_SINCE_RECORDING[name]):
+                decode_message(m.to_bytes())
+        else:
+            assert decode_message(m.to_bytes()).to_bytes() == m.to_bytes()
 
 
 @pytest.mark.parametrize("name", sorted(BAD_REFINE_MESSAGES))
