@@ -68,7 +68,7 @@ _COUNTS = ArraySpec("i", 1, min_value=0, max_abs=MAX_COUNT)
 _SUMS = ArraySpec("f", 2)
 _INERTIA = ArraySpec("f", 1, min_value=0.0)
 _CHAINS = ArraySpec("i", 1, min_value=0)
-_CENTERS = ArraySpec("f", 2)
+_CENTERS = ArraySpec("f", 2, max_abs=MAX_ABS_MEAN)
 _FEATURE_WEIGHT = ArraySpec("f", 1, min_value=0.0)
 
 

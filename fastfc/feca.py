@@ -158,7 +158,7 @@ class FeCAModel(Message):
 
     METHOD = "feca"
     KIND = "model"
-    ARRAYS = {"centers": ArraySpec("f", 2), "group_sizes": ArraySpec("i", 1, min_value=1),
+    ARRAYS = {"centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN), "group_sizes": ArraySpec("i", 1, min_value=1),
               "feature_weight": ArraySpec("f", 1, min_value=0.0)}
     centers: np.ndarray
     group_sizes: np.ndarray
@@ -189,7 +189,7 @@ class FeCAReply(Message):
 
     METHOD = "feca"
     KIND = "reply"
-    ARRAYS = {"centers": ArraySpec("f", 2), "feature_weight": ArraySpec("f", 1, min_value=0.0)}
+    ARRAYS = {"centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN), "feature_weight": ArraySpec("f", 1, min_value=0.0)}
     centers: np.ndarray
     n_features: int
     feature_weight: np.ndarray | None = None

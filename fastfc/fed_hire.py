@@ -32,6 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
 from ._grouping import near_duplicate_groups, variance_split_groups, ward_cut
+from ._limits import MAX_ABS_MEAN
 from ._state import ClientState
 from ._units import fill_empty_array, standardize_rows
 from ._warnings import warn_caller
@@ -117,7 +118,7 @@ class FedHIREModel(Message):
     METHOD = "fedhire"
     KIND = "model"
     ARRAYS = {
-        "centers": ArraySpec("f", 2),
+        "centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN),
         "clusterlet_labels": ArraySpec("i", 1, min_value=0),
         "granular_labels": ArraySpec("i", 2, min_value=0),
         "level_sizes": ArraySpec("i", 1, min_value=1),
@@ -171,7 +172,7 @@ class FedHIREReply(Message):
     ARRAYS = {
         "labels": ArraySpec("i", 1, min_value=0),
         "granular_labels": ArraySpec("i", 2, min_value=0),
-        "centers": ArraySpec("f", 2),
+        "centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN),
     }
     labels: np.ndarray
     granular_labels: np.ndarray

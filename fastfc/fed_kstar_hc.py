@@ -253,7 +253,7 @@ class FedKStarHCModel(Message):
     METHOD = "fedkstarhc"
     KIND = "model"
     ARRAYS = {
-        "centers": ArraySpec("f", 2),
+        "centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN),
         "counts": ArraySpec("i", 1, min_value=1),
         "radii": ArraySpec("f", 1, min_value=0.0),
         "stds": ArraySpec("f", 2, min_value=0.0),
@@ -1110,14 +1110,30 @@ def merge_subclusters(
     After a merge, c and s are those of the union's substitute rows (Chan's
     combine of substitute means and M2) and r is recomputed over them, as
     the paper prescribes; initial values are whatever the caller passes.
+
+    Eq. (21) has the dimension of a length to the power ``1 + beta``, so in
+    raw units it overflows float64 for data beyond about 1e100 (beta = 1)
+    and underflows for tiny scales. Inputs whose largest magnitude lies
+    outside [2^-64, 2^64] are therefore merged in units scaled by a power of
+    two (with the radius guard scaled alike): every product, quotient and
+    square root is then the same up to that exact factor, so the merges are
+    those of the raw units (bit for bit with beta in {0, 0.5, 1, 2}); the
+    centres, stds and radii are scaled back exactly, and a height beyond the
+    largest float64 is returned as that largest float with a RuntimeWarning.
     """
     C = np.array(centers, dtype=np.float64, order="C")
     S = np.array(stds, dtype=np.float64, order="C")
     r = np.array(radii, dtype=np.float64)
     cnt = np.array(counts, dtype=np.float64)
-    Xs = np.ascontiguousarray(substitutes, dtype=np.float64)
+    Xs = np.array(substitutes, dtype=np.float64, order="C")
     off = np.ascontiguousarray(offsets, dtype=np.int64)
     k0 = C.shape[0]
+    peak = max([float(np.abs(a).max()) for a in (C, S, r, Xs) if a.size] + [0.0])
+    shift = 0  # the arrays are divided by 2**shift (exactly) for the merge
+    if peak > 0.0 and not 2.0 ** -64 <= peak <= 2.0 ** 64:
+        shift = int(np.frexp(peak)[1])
+        for a in (C, S, r, Xs):
+            np.ldexp(a, -shift, out=a)
     Msub = np.add.reduceat(Xs, off[:-1], axis=0) / cnt[:, None]
     dev = Xs - np.repeat(Msub, np.diff(off), axis=0)
     M2 = np.ascontiguousarray(np.add.reduceat(dev * dev, off[:-1], axis=0))
@@ -1126,7 +1142,19 @@ def merge_subclusters(
     merges = np.empty((n_steps, 2), dtype=np.int64)
     heights = np.empty(n_steps)
     _kstar.merge_loop(C, S, r, cnt, Msub, M2, Xs, off, int(n_clusters), float(beta), sim_norm == "l1",
-                      MERGE_EPS, owner, merges, heights, int(n_threads))
+                      float(np.ldexp(MERGE_EPS, -shift)), owner, merges, heights, int(n_threads))
+    if shift:
+        for a in (C, S, r):
+            np.ldexp(a, shift, out=a)
+        grow = shift * (1.0 + float(beta))  # heights scale as a length to the power 1 + beta
+        with np.errstate(over="ignore"):
+            heights = np.ldexp(heights * 2.0 ** (grow - math.floor(grow)), math.floor(grow))
+        big = ~np.isfinite(heights)
+        if big.any():
+            heights[big] = np.finfo(np.float64).max
+            warn_caller(f"Fed-k*-HC (paper mode): {int(big.sum())} of {heights.size} Eq. (21) merge heights exceed "
+                        "the largest float64 at this data scale and are returned as that largest float "
+                        "(merge_heights_); the merges themselves are exact", RuntimeWarning)
     slots, labels = np.unique(owner, return_inverse=True)
     return dict(labels=labels.astype(np.int64), centers=C[slots], stds=S[slots], radii=r[slots],
                 counts=cnt[slots].astype(np.int64), merges=merges, heights=heights)

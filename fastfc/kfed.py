@@ -35,6 +35,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _units
+from ._limits import MAX_ABS_MEAN
 from ._parallel import limit_blas_threads, sklearn_seed
 from ._state import ClientState
 from ._validation import row_counts
@@ -82,7 +83,7 @@ class KFedModel(Message):
 
     METHOD = "kfed"
     KIND = "model"
-    ARRAYS = {"centers": ArraySpec("f", 2), "feature_weight": ArraySpec("f", 1, min_value=0.0)}
+    ARRAYS = {"centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN), "feature_weight": ArraySpec("f", 1, min_value=0.0)}
     centers: np.ndarray
     n_features: int
     n_iter: int

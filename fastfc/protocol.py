@@ -703,7 +703,7 @@ class LocalToGlobalReply(Message):
     n_features : int
     """
 
-    ARRAYS = {"centers": ArraySpec("f", 2), "local_to_global": ArraySpec("i", 1, min_value=0)}
+    ARRAYS = {"centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN), "local_to_global": ArraySpec("i", 1, min_value=0)}
     centers: np.ndarray
     local_to_global: np.ndarray
     n_features: int

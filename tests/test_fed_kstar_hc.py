@@ -1,5 +1,7 @@
 """Fed-k*-HC: kernels against NumPy references, the spec's worked examples, the
 estimator's behaviour, determinism and edge cases."""
+import warnings
+
 import numpy as np
 import pytest
 from reference_kstar import (
@@ -15,6 +17,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import pdist
 
+from conftest import mixture_clients
 from fastfc import FedKStarHC
 from fastfc._kernels import _kstar
 from fastfc.fed_kstar_hc import (
@@ -229,6 +232,48 @@ def test_merge_loop_threads_do_not_change_result():
     b = merge_subclusters(C, S, r, counts, Xs, offsets, 5, beta=0.5, n_threads=2)
     np.testing.assert_array_equal(a["merges"], b["merges"])
     np.testing.assert_array_equal(a["heights"], b["heights"])
+
+
+@pytest.mark.parametrize("shift", [300, 480])  # (tiny scales differ: the r_i + r_j guard is an absolute 1e-12)
+@pytest.mark.parametrize("beta", [1.0, 2.0])
+def test_merge_loop_at_any_scale_is_the_raw_merge(shift, beta):
+    """Eq. (21) is a length to the power 1 + beta: in raw units it overflowed float64 beyond ~1e100 (a
+    MessageError "merge_heights: contains NaN or inf" on valid data at 1e130) and underflowed at tiny scales.
+    Inputs scaled by 2**shift now merge exactly as the unscaled ones: the same merges and labels, centres,
+    stds and radii scaled by exactly 2**shift, heights by 2**(shift (1 + beta)) -- bit for bit, or the
+    largest float64 with a RuntimeWarning where that overflows."""
+    rng = np.random.default_rng(12)
+    C, S, r, counts, Xs, offsets = substitutes_for(rng, 30, 3)
+    raw = merge_subclusters(C, S, r, counts, Xs, offsets, 3, beta=beta)
+    grow = int(shift * (1 + beta))
+    expected = np.ldexp(raw["heights"], grow)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        big = merge_subclusters(*(np.ldexp(a, shift) for a in (C, S, r)), counts, np.ldexp(Xs, shift), offsets, 3,
+                                beta=beta)
+    np.testing.assert_array_equal(big["merges"], raw["merges"])
+    np.testing.assert_array_equal(big["labels"], raw["labels"])
+    for name in ("centers", "stds", "radii"):
+        np.testing.assert_array_equal(big[name], np.ldexp(raw[name], shift))
+    over = ~np.isfinite(expected)
+    np.testing.assert_array_equal(big["heights"][~over], expected[~over])
+    assert (big["heights"][over] == np.finfo(np.float64).max).all()
+    assert over.any() == (shift * (1 + beta) > 1000)  # the 2.0 ** 480 case with beta = 2 overflows
+    assert [str(w.message) for w in caught if "merge heights exceed" in str(w.message)] == (
+        [f"Fed-k*-HC (paper mode): {int(over.sum())} of {over.size} Eq. (21) merge heights exceed the largest "
+         "float64 at this data scale and are returned as that largest float (merge_heights_); the merges "
+         "themselves are exact"] if over.any() else [])
+
+
+def test_paper_mode_fits_valid_data_at_the_largest_scales():
+    """Data within the accepted bound (here up to ~1e140) fits in paper mode with the labels of the same data
+    at unit scale (before: MessageError at the server from an overflowed merge height)."""
+    X_clients = [np.asarray(X) for X in mixture_clients(1, k=4)[0]]
+    for k in (4, None):
+        base = FedKStarHC(mode="paper", n_clusters=k, random_state=0).fit_clients(X_clients)
+        big = FedKStarHC(mode="paper", n_clusters=k, random_state=0).fit_clients([np.ldexp(X, 460) for X in X_clients])
+        for a, b in zip(base.client_labels_, big.client_labels_):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_merge_distance_reference_is_eq21():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fastfc.experiment import make_estimator
-from fastfc.flower import ClientFailure, ClientWorker, FederationError, run_server_phases
+from fastfc.flower import ClientFailure, ClientWorker, FederationError, encode_payload, run_server_phases
 
 from conftest import mixture_clients
 
@@ -416,6 +416,25 @@ def test_client_worker_reads_broadcasts_strictly(tmp_path):
         w.assign({**task, "round": 0}, encode_payload(replies[0]), run_key="r1")
     assert w.assign({**task, "round": 1}, encode_payload(bc), run_key="r1") == X_clients[0].shape[0]
     assert _state_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("method", ["kfed", "feca", "fedhire", "fedkstarhc"])
+def test_client_refuses_a_reply_beyond_valid_data(tmp_path, method):
+    """A final reply whose centres no valid data can give (x 1e300) is a malformed message to the client
+    (MessageError naming the field); before, the client labelled its rows with it without a word."""
+    from fastfc.protocol import MessageError
+
+    X_clients, _ = mixture_clients(1, k=4)
+    w = _write_clients(tmp_path, X_clients)["node0"]
+    task = {"method": method, "params": {"n_clusters": 4}, "random_state": 3, "restart": 0}
+    est = make_estimator(method, n_clusters=4)
+    summaries = [est.client_round(X, round=0, client_index=i, random_state=3)[0] for i, X in enumerate(X_clients)]
+    w.summarize(task, run_key="r1")
+    replies, _, _ = est.server_round(summaries, None, round=0, random_state=3)
+    bad = _beyond_bound("centers", _big)(encode_payload(replies[0]), [])
+    with pytest.raises(MessageError, match=r"\.centers: values of magnitude up to .* exceed .*more than valid client"):
+        w.assign({**task, "round": 0}, bad, run_key="r1")
+    assert w.assign({**task, "round": 0}, encode_payload(replies[0]), run_key="r1") == X_clients[0].shape[0]
 
 
 def test_stale_state_files_of_interrupted_runs_are_removed(tmp_path):
