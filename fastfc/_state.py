@@ -25,7 +25,8 @@ import numpy as np
 from ._npz import read_archive
 from ._validation import FILE_READ_ERRORS
 
-__all__ = ["ClientState", "ServerState", "StateError", "STATE_FORMAT", "STATE_VERSION"]
+__all__ = ["ClientState", "ServerState", "StateError", "STATE_FORMAT", "STATE_VERSION", "require_array",
+           "require_int"]
 
 STATE_FORMAT = "fastfc-client-state"
 STATE_VERSION = 1
@@ -75,6 +76,40 @@ def _check_value(name: str, value) -> Any:
     out = np.array(value, order="C", copy=True)
     out.setflags(write=False)
     return out
+
+
+def require_array(state: "ClientState", name: str, kind: str, shape: tuple, *, min_value: float | None = None,
+                  max_value: float | None = None) -> np.ndarray:
+    """Value ``name`` of ``state`` as its method's phases need it, or :class:`StateError` (a damaged or
+    tampered state): an array of dtype kind ``kind`` (``"i"`` integers, ``"f"`` finite floats, ``"b"``
+    bools), shape ``shape`` (``None`` entries match any length) and values within ``[min_value,
+    max_value]``."""
+    value = state[name]
+    where = f"the {state.method} client state of client {state.client}: {name!r}"
+    kinds = {"i": "iu", "f": "f", "b": "b"}[kind]
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in kinds:
+        got = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+        raise StateError(f"{where} must be an array of {dict(i='integers', f='floats', b='bools')[kind]}, got {got}")
+    if value.ndim != len(shape) or any(s is not None and s != v for s, v in zip(shape, value.shape)):
+        shown = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise StateError(f"{where} has shape {value.shape}, expected {shown}")
+    if kind == "f" and value.size and not np.isfinite(value).all():
+        raise StateError(f"{where} holds NaN or inf")
+    if value.size and kind != "b":
+        if min_value is not None and value.min() < min_value:
+            raise StateError(f"{where} holds {value.min()}, below its smallest valid value {min_value}")
+        if max_value is not None and value.max() > max_value:
+            raise StateError(f"{where} holds {value.max()}, above its largest valid value {max_value}")
+    return value
+
+
+def require_int(state: "ClientState", name: str, min_value: int, max_value: int) -> int:
+    """Scalar ``name`` of ``state`` as an int in ``[min_value, max_value]``, or :class:`StateError`."""
+    value = state[name]
+    if not isinstance(value, int) or isinstance(value, bool) or not min_value <= value <= max_value:
+        raise StateError(f"the {state.method} client state of client {state.client}: {name!r} must be an integer in "
+                         f"[{min_value}, {max_value}], got {value!r}")
+    return value
 
 
 @dataclass(frozen=True, eq=False)

@@ -31,7 +31,7 @@ from ._parallel import (
     resolve_entropy, server_rng,
 )
 from ._runners import RunResult, reraise_with_note, run_one_shot, run_rounds
-from ._state import ClientState, ServerState, StateError
+from ._state import ClientState, ServerState, StateError, require_array
 from ._validation import (
     ClientRows,
     check_client_data,
@@ -735,7 +735,18 @@ class BaseFederatedClusterer(ClusterMixin, BaseEstimator, metaclass=ABCMeta):
                 f"the client state was made for {state.n_samples} rows x {state.n_features} features "
                 f"({state.describe()}), but X has shape {X.shape}: pass the rows that were summarised"
             )
+        self._check_state_values(state)
         return state
+
+    #: smallest valid per-row local label in a client state (Fed-k*-HC marks rows set aside with -1)
+    _min_state_label = 0
+
+    def _check_state_values(self, state: ClientState) -> None:
+        """The method's own values in ``state`` have the types, shapes and ranges its phases rely on
+        (:class:`StateError` otherwise: a damaged or tampered state file, not an IndexError or silently
+        wrong labels later). Default: the per-row local labels ``labels``, when the method keeps them."""
+        if "labels" in state.values:
+            require_array(state, "labels", "i", (state.n_samples,), min_value=self._min_state_label)
 
     def _check_reply(self, reply, state: ClientState) -> Message:
         if self._refine_rounds() > 0 and isinstance(reply, _refine().CENTERS_CLASSES):

@@ -37,7 +37,7 @@ from ._state import ClientState
 from ._units import fill_empty_array, standardize_rows
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
-from .protocol import ArraySpec, CentersSummary, Message
+from .protocol import ArraySpec, CentersSummary, Message, MessageError
 
 __all__ = [
     "FedHIRE",
@@ -788,7 +788,7 @@ class FedHIRE(BaseFederatedClusterer):
     def _assign(self, X: np.ndarray, state: ClientState, reply: FedHIREReply, n_threads: int) -> np.ndarray:
         local = state["labels"]
         if reply.labels.shape[0] != (int(local.max()) + 1 if local.size else 0):
-            raise ValueError(
+            raise MessageError(
                 f"the server's reply labels {reply.labels.shape[0]} clusterlets, "
                 f"but this client has {int(local.max()) + 1}"
             )

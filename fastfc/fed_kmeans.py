@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
+from ._state import require_array
 from .base import BaseFederatedClusterer
 
 __all__ = ["FedKMeans"]
@@ -211,6 +212,11 @@ class FedKMeans(BaseFederatedClusterer):
 
     def _assign(self, X, state, reply, n_threads):
         return self._seeder()._assign(X, state, reply, n_threads)
+
+    def _check_state_values(self, state) -> None:
+        self._seeder()._check_state_values(state)
+        if "feature_moments" in state.values:
+            require_array(state, "feature_moments", "f", (3, state.n_features))
 
     def _set_model_attributes(self, model) -> None:
         BaseFederatedClusterer._set_model_attributes(self, model)

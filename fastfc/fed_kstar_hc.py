@@ -73,7 +73,7 @@ from ._kernels import _kstar
 from ._limits import MAX_ABS_MEAN, MAX_COUNT
 from ._parallel import sklearn_seed
 from ._grouping import near_duplicate_groups, variance_split_groups
-from ._state import ClientState
+from ._state import ClientState, require_array
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
 from .protocol import ArraySpec, LocalToGlobalReply, Message, MessageError
@@ -2307,6 +2307,13 @@ class FedKStarHC(BaseFederatedClusterer):
         if self.min_size is not None:
             return int(self.min_size)
         return ROBUST_MIN_SIZE if self.mode == "robust" else d + 2
+
+    _min_state_label = -1  # rows set aside by the size rule
+
+    def _check_state_values(self, state: ClientState) -> None:
+        super()._check_state_values(state)
+        if "local_std" in state.values:
+            require_array(state, "local_std", "f", (state.n_features,), min_value=0.0, max_value=2 * MAX_ABS_MEAN)
 
     def _assign(self, X: np.ndarray, state: ClientState, reply: FedKStarHCReply, n_threads: int) -> np.ndarray:
         local = state["labels"]

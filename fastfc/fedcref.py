@@ -49,6 +49,7 @@ from . import _ae
 from ._kernels._fedcref import cluster_refine, cluster_scores
 from ._limits import MAX_COUNT
 from ._parallel import client_rng, limit_blas_threads, pinned_worker
+from ._state import StateError, require_array, require_int
 from .base import BaseFederatedClusterer, ClientState
 from ._warnings import warn_caller
 from .protocol import ArraySpec, Message, MessageError
@@ -792,6 +793,32 @@ class FedCRef(BaseFederatedClusterer):
             raise MessageError(f"{who}: its models upload has {upload.sizes.shape[0]} local clusters, it had "
                                f"{n_local}")
 
+    def _check_state_values(self, state: ClientState) -> None:
+        """Every value a FedCRef client keeps fits the others and the rows (StateError otherwise): K_i, the
+        per-row labels in [0, K_i), one model slot per cluster of the run's size, Adam moments per task, the
+        error cache with one column per key."""
+        n = state.n_samples
+        k = require_int(state, "K", 1, 2 ** 31)
+        for name in ("labels", "init_labels", "assoc_labels"):
+            require_array(state, name, "i", (n,), min_value=0, max_value=k - 1)
+        n_params = self._layout(state.n_features).n_params
+        require_array(state, "models", "f", (k, n_params))
+        require_array(state, "has_model", "b", (k,))
+        require_array(state, "sel_local", "i", (k,), min_value=-1, max_value=k - 1)
+        require_array(state, "sel_group", "i", (k,), min_value=-1)
+        t = require_array(state, "fl_step", "i", (None,), min_value=0).shape[0]
+        for name in ("fl_m", "fl_v"):
+            require_array(state, name, "f", (t, n_params))
+        m = require_array(state, "ce_keys", "i", (None, 3)).shape[0]
+        require_array(state, "ce_table", "f", (n, m))
+        for name in ("stable", "frozen"):
+            if not isinstance(state[name], bool):
+                raise StateError(f"the FedCRef client state of client {state.client}: {name!r} must be a bool")
+        require_int(state, "n_refine", 0, 2 ** 31)
+        require_int(state, "models_version", 1, 2 ** 31)
+        for name in ("ce_computed", "ce_reused", "rf_computed", "rf_reused"):
+            require_int(state, name, 0, 2 ** 62)
+
     def _check_broadcast(self, broadcast, state, round):
         if isinstance(broadcast, FedCRefFinal):
             raise MessageError("the broadcast is final: label the rows with client_assign")
@@ -1081,6 +1108,9 @@ class FedCRef(BaseFederatedClusterer):
     def _assign(self, X, state, reply, n_threads):
         cg = np.asarray(reply.cluster_global, dtype=np.int64)
         sel_local, sel_group = np.asarray(state["sel_local"]), np.asarray(state["sel_group"])
+        if sel_group.size and sel_group.max() >= reply.n_groups:
+            raise StateError(f"the FedCRef client state of client {state.client} selects group "
+                             f"{int(sel_group.max())}, but the final broadcast has {reply.n_groups} groups")
         mapping = np.where(sel_group >= 0, sel_group, np.where(sel_local >= 0, cg[np.clip(sel_local, 0, None)], -1))
         return mapping[np.asarray(state["labels"])]
 
@@ -1290,6 +1320,46 @@ class FedCRef(BaseFederatedClusterer):
             values["model_set"] = ms
             return [ms] * len(uploads), values, False
         raise MessageError(f"FedCRef's server does not handle {kind.__name__} uploads")  # pragma: no cover
+
+    def _check_loaded(self) -> None:
+        """What the fitted attributes promise each other, checked after :func:`fastfc.load` (what
+        :func:`fedcref_scores` and a reader of the attributes index with): one entry per client in every
+        per-client list, per-client partitions of the client's rows within its K_i, ``labels_`` the
+        clients' labels stacked, edges between existing clusters of two clients, one group model per
+        discovered distribution."""
+        super()._check_loaded()
+        K = getattr(self, "n_local_clusters_", None)
+        if not isinstance(K, np.ndarray) or K.ndim != 1 or K.dtype.kind not in "iu" or not K.size or K.min() < 1:
+            raise ValueError("n_local_clusters_ must be a non-empty 1-D array of integers >= 1")
+        n_clients = K.shape[0]
+        rows = None
+        for name in ("client_labels_", "local_labels_", "init_local_labels_", "_assoc_labels"):
+            value = getattr(self, name, None)
+            if not isinstance(value, list) or len(value) != n_clients or not all(
+                    isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype.kind in "iu" for a in value):
+                raise ValueError(f"{name} must be a list of {n_clients} 1-D integer arrays (one per client)")
+            sizes = [a.shape[0] for a in value]
+            if rows is not None and sizes != rows:
+                raise ValueError(f"{name} has {sizes} rows per client, client_labels_ has {rows}")
+            rows = sizes
+            if name != "client_labels_" and any(a.size and (a.min() < 0 or a.max() >= k) for a, k in zip(value, K)):
+                raise ValueError(f"{name} must hold local clusters in 0..K_i - 1 of each client")
+        if self.labels_.shape[0] != sum(rows):
+            raise ValueError(f"labels_ has {self.labels_.shape[0]} rows, the clients {sum(rows)}")
+        edges = getattr(self, "edges_", None)
+        if not isinstance(edges, np.ndarray) or edges.ndim != 2 or edges.shape[1] != 4 or edges.dtype.kind not in "iu":
+            raise ValueError("edges_ must be an integer array of shape (n_edges, 4)")
+        for c, q in ((0, 1), (2, 3)):
+            if edges.size and (edges[:, c].min() < 0 or edges[:, c].max() >= n_clients or edges[:, q].min() < 0
+                               or (edges[:, q] >= K[edges[:, c]]).any()):
+                raise ValueError("edges_ must join existing local clusters (client, cluster) of the fit's clients")
+        n_dist = getattr(self, "n_distributions_", None)
+        if not isinstance(n_dist, int) or isinstance(n_dist, bool) or n_dist < 0:
+            raise ValueError(f"n_distributions_ must be an integer >= 0, got {n_dist!r}")
+        models = getattr(self, "group_models_", None)
+        if not isinstance(models, np.ndarray) or models.ndim != 2 or models.dtype.kind != "f" or \
+                models.shape[0] != n_dist or not np.isfinite(models).all():
+            raise ValueError(f"group_models_ must be a finite float array with one row per distribution ({n_dist})")
 
     def predict(self, X):
         """Not available: FedCRef keeps no global centres to label new rows with.

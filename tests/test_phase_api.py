@@ -127,6 +127,69 @@ def test_bad_state_is_named_as_the_state(name):
         est.client_assign(X0, foreign, r0)
 
 
+def _with_value(state, name, value):
+    values = dict(state.values)
+    values[name] = value
+    return ClientState(method=state.method, client=state.client, n_samples=state.n_samples,
+                       n_features=state.n_features, values=values, round=state.round)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "feca"])  # FeCA keeps no per-row values
+def test_damaged_state_values_are_a_state_error(name):
+    """A state whose per-row labels are cut short, negative (below -1 for Fed-k*-HC, whose -1 marks rows set
+    aside) or not integers, or whose kept feature spreads have another length or no finite values, raises
+    StateError naming the value. Before, FedHIRE/GOLD returned labels for 99 of 100 rows, and a negative
+    label silently indexed the reply from its end (KFed, FedHIRE, GOLD)."""
+    X_clients = _clients()
+    est = FACTORIES[name]()
+    _, states, _, replies, labels = _phases(est, X_clients)
+    X0, st0, r0 = X_clients[0], states[0], replies[0]
+    low = -2 if name == "fedkstarhc" else -1
+    lab = st0["labels"]
+    bad = {"cut short": (lab[:-1], r"'labels' has shape \(99,\), expected \(100,\)"),
+           "negative": (np.where(np.arange(lab.size) == 0, low, lab), f"'labels' holds {low}, below its smallest"),
+           "floats": (lab.astype(np.float64), r"'labels' must be an array of integers, got float64")}
+    if "local_std" in st0.values:
+        bad["local_std short"] = (st0["local_std"][:-1], r"'local_std' has shape \(3,\), expected \(4,\)")
+        bad["local_std nan"] = (np.full(4, np.nan), "'local_std' holds NaN or inf")
+    for what, (value, match) in bad.items():
+        with pytest.raises(StateError, match=match):
+            est.client_assign(X0, _with_value(st0, "labels" if what in ("cut short", "negative", "floats") else
+                                              "local_std", value), r0)
+    np.testing.assert_array_equal(est.client_assign(X0, st0, r0), labels[0])
+
+
+def test_damaged_fedcref_state_is_a_state_error():
+    """Every value a FedCRef client keeps between rounds is checked against K_i, the rows and the run's
+    model size when the state is read back: a damaged value is a StateError naming it (before, the
+    cross-evaluation round took 9 of these 10 without a word, and K = 0 was blamed on the server's
+    model set)."""
+    from fastfc import FedCRef
+
+    rng = np.random.default_rng(0)
+    X_clients = [rng.uniform(size=(60, 6)) for _ in range(3)]
+    est = FedCRef(n_local_clusters=2, hidden_layer_sizes=[4], local_epochs=2, random_state=0)
+    out = [est.client_round(X, round=0, client_index=i, random_state=0) for i, X in enumerate(X_clients)]
+    bcs, _, _ = est.server_round([u for u, _ in out], None, round=0, random_state=0)
+    st0, bc0 = out[0][1], bcs[0]
+    cases = {
+        "K": (0, r"'K' must be an integer in \[1, "),
+        "labels": (np.full(60, 2), r"'labels' holds 2, above its largest valid value 1"),
+        "init_labels": (np.zeros(59, np.int64), r"'init_labels' has shape \(59,\), expected \(60,\)"),
+        "models": (np.zeros((2, 7), np.float32), r"'models' has shape \(2, 7\), expected \(2, \d+\)"),
+        "has_model": (np.ones(2, np.int64), "'has_model' must be an array of bools"),
+        "sel_local": (np.array([0, 5]), "'sel_local' holds 5, above"),
+        "fl_m": (np.zeros((1, 3), np.float32), r"'fl_m' has shape \(1, 3\), expected \(0, "),
+        "ce_table": (np.zeros((60, 2), np.float32), r"'ce_table' has shape \(60, 2\), expected \(60, 0\)"),
+        "stable": (1, "'stable' must be a bool"),
+        "models_version": (0, r"'models_version' must be an integer in \[1, "),
+    }
+    for name, (value, match) in cases.items():
+        with pytest.raises(StateError, match=match):
+            est.client_round(X_clients[0], _with_value(st0, name, value), bc0, round=1, random_state=0)
+    est.client_round(X_clients[0], st0, bc0, round=1, random_state=0)  # the undamaged state runs
+
+
 def test_client_state_codec_roundtrip_and_rejections(tmp_path):
     """ClientState holds any dict of numeric arrays and small scalars, round-trips through
     bytes/files without pickle, and rejects damaged files, object arrays and bad fields."""

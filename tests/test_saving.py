@@ -140,6 +140,43 @@ def _repo_root():
     return Path(fastfc.__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def fedcref_fitted():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0)[:240]
+    return FedCRef(n_local_clusters=3, hidden_layer_sizes=(8,), local_epochs=2, fl_rounds=1, fl_epochs=1,
+                   fl_first_epochs=1, max_iter=2, random_state=0, n_jobs=1).fit_clients([X[:120], X[120:]])
+
+
+@pytest.mark.parametrize("name, edit, match", [
+    ("n_local_clusters_", lambda v: v[:1], r"client_labels_ must be a list of 1 1-D integer arrays"),
+    ("local_labels_", lambda v: [v[0][:-1], v[1]], r"local_labels_ has \[119, 120\] rows per client"),
+    ("_assoc_labels", lambda v: [v[0] + 3, v[1]], r"_assoc_labels must hold local clusters in 0..K_i - 1"),
+    ("client_labels_", lambda v: v[:1], r"client_labels_ must be a list of 2 1-D integer arrays"),
+    ("edges_", lambda v: np.vstack([v, [[0, 7, 1, 0]]]), r"edges_ must join existing local clusters"),
+    ("edges_", lambda v: v[:, :3], r"edges_ must be an integer array of shape \(n_edges, 4\)"),
+    ("group_models_", lambda v: np.vstack([v, v]), r"group_models_ must be a finite float array with one row"),
+    ("n_distributions_", lambda v: -1, r"n_distributions_ must be an integer >= 0"),
+], ids=["K", "local-rows", "assoc-range", "clients", "edge-cluster", "edge-shape", "models", "n-dist"])
+def test_fedcref_file_whose_attributes_disagree_is_refused(tmp_path, fedcref_fitted, name, edit, match):
+    """A FedCRef model file whose fitted attributes contradict each other (a list per client of another
+    length, a partition outside K_i, an edge to a missing cluster, a group model too many) is refused on
+    loading with ModelFileError naming the attribute; before, each of these loaded without a word."""
+    import copy
+
+    from fastfc.saving import ModelFileError
+
+    est = copy.deepcopy(fedcref_fitted)
+    setattr(est, name, edit(getattr(est, name)))
+    est.save(tmp_path / "f.ffc")
+    with pytest.raises(ModelFileError, match=match):
+        fastfc.load(tmp_path / "f.ffc")
+    fedcref_fitted.save(tmp_path / "g.ffc")
+    fastfc.load(tmp_path / "g.ffc")
+
+
 def test_fedcref_round_trip(tmp_path):
     """FedCRef keeps no global centres (it has no nearest-centre predict, before or after saving): its fitted
     attributes, including the private partition fedcref_scores reads, survive the round trip."""
