@@ -3,7 +3,9 @@
 The data checks refuse values beyond :data:`MAX_ABS_VALUE`; a client summary
 derived from such data cannot hold means, spreads, counts or sums beyond the
 bounds below, so the server refuses an upload that does (a tampered or broken
-client) before it reaches arithmetic that would overflow.
+client) before it reaches arithmetic that would overflow. (Fed-k*-HC's
+substitute rows, Gaussian draws, and its paper mode's centres, their means,
+have a bound of their own: ``fed_kstar_hc.SUBSTITUTE_MAX_ABS``.)
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ MAX_ABS_VALUE = 1e150
 MAX_ABS_MEAN = MAX_ABS_VALUE * (1.0 + 1e-6)
 
 #: the most rows one client may report in any count (2^48 ~ 2.8e14 rows; the server sums counts of up to
-#: 2^15 clients in int64 without overflow)
+#: 2^14 clients in int64 without overflow)
 MAX_COUNT = 2 ** 48
 
 

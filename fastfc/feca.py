@@ -1440,6 +1440,8 @@ class FeCA(BaseFederatedClusterer):
         n_kept = centers.shape[0]
         if reps.shape[0] < n_kept:
             centers, sizes = centers[reps], np.bincount(dup, weights=sizes).astype(np.int64)
+            order = np.argsort(-sizes, kind="stable")  # the merged sizes, ranked again (largest group first)
+            centers, sizes = centers[order], sizes[order]
         if weight is not None:
             centers = scaler.inverse(centers)
         if centers.shape[0] < self.n_clusters:

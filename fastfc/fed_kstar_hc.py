@@ -120,6 +120,10 @@ _STATS_SPLIT_MIN = 1 << 17
 GCS_EPS_B, GCS_EPS_N, GCS_LAMBDA, GCS_ALPHA_ERR, GCS_BETA_ERR = 0.06, 0.002, 200, 0.5, 5e-4
 #: guard of r_i + r_j in Eq. (21)
 MERGE_EPS = 1e-12
+#: the largest magnitude of a substitute row, and of the paper mode's centres (means of substitute rows):
+#: Gaussian draws around means within the data bound with spreads within it, 64 times the bound is ~40
+#: standard deviations out
+SUBSTITUTE_MAX_ABS = 64 * MAX_ABS_MEAN
 #: ``mode="robust"``: smallest subcluster a client uploads (independent of the dimension)
 ROBUST_MIN_SIZE = 3
 #: ``mode="robust"``: rows are "all identical" when every feature's spread is below this
@@ -173,8 +177,7 @@ class FedKStarHCSummary(Message):
         "radii": ArraySpec("f", 1, min_value=0.0),
         # a sample standard deviation (ddof=1) of values within the bound is at most sqrt(2) times it
         "stds": ArraySpec("f", 2, min_value=0.0, max_abs=2 * MAX_ABS_MEAN),
-        # Gaussian draws around such means: 64 times the bound is ~40 standard deviations out
-        "substitutes": ArraySpec("f", 2, max_abs=64 * MAX_ABS_MEAN),
+        "substitutes": ArraySpec("f", 2, max_abs=SUBSTITUTE_MAX_ABS),
         "sub_counts": ArraySpec("i", 1, min_value=0, max_abs=MAX_COUNT),
     }
     counts: np.ndarray
@@ -253,7 +256,8 @@ class FedKStarHCModel(Message):
     METHOD = "fedkstarhc"
     KIND = "model"
     ARRAYS = {
-        "centers": ArraySpec("f", 2, max_abs=MAX_ABS_MEAN),
+        # paper mode: means of substitute rows (model and reply alike)
+        "centers": ArraySpec("f", 2, max_abs=SUBSTITUTE_MAX_ABS),
         "counts": ArraySpec("i", 1, min_value=1),
         "radii": ArraySpec("f", 1, min_value=0.0),
         "stds": ArraySpec("f", 2, min_value=0.0),
@@ -322,7 +326,9 @@ class FedKStarHCReply(LocalToGlobalReply):
 
     METHOD = "fedkstarhc"
     KIND = "reply"
-    ARRAYS = {**LocalToGlobalReply.ARRAYS, "unit_weight": ArraySpec("f", 1, min_value=0.0)}
+    # the centres keep their place on the wire; in paper mode they are means of substitute rows
+    ARRAYS = {**LocalToGlobalReply.ARRAYS, "centers": ArraySpec("f", 2, max_abs=SUBSTITUTE_MAX_ABS),
+              "unit_weight": ArraySpec("f", 1, min_value=0.0)}
     unit_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
@@ -1132,6 +1138,7 @@ def merge_subclusters(
     shift = 0  # the arrays are divided by 2**shift (exactly) for the merge
     if peak > 0.0 and not 2.0 ** -64 <= peak <= 2.0 ** 64:
         shift = int(np.frexp(peak)[1])
+        shift += shift % 2  # even: the fourth root of beta = 0.5 scales exactly too
         for a in (C, S, r, Xs):
             np.ldexp(a, -shift, out=a)
     Msub = np.add.reduceat(Xs, off[:-1], axis=0) / cnt[:, None]

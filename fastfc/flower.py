@@ -495,7 +495,7 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
     index other than the one it had in round 0, a message that is malformed, of another
     class than the round's upload, addressed to another client or stamped with another round,
     one that does not fit the run (:meth:`_check_round_upload`), or, in round 0, a summary for
-    another feature count than most clients'). Any other exception here is a server bug and
+    another feature count than the largest group of clients has). Any other exception here is a server bug and
     propagates.
     """
     phase = "summarize" if rnd == 0 else "round"
@@ -554,8 +554,10 @@ def _read_uploads(out: Mapping, nodes: list[str], est, rnd: int, n_clients: int,
 
 
 def _feature_count_outliers(summaries: Mapping[int, Message]) -> dict[int, str]:
-    """``{client: reason}`` for the round-0 summaries whose feature count is not the one most clients have
-    (every summary when no count has more clients than each other count: nobody can tell which is right)."""
+    """``{client: reason}`` for the round-0 summaries whose feature count is not the one the largest group of
+    clients has (a plurality, not necessarily a majority: with 5, 5, 6, 7 and 8 features the two clients with 5
+    stay; the ``min_clients`` policy then decides whether that is enough), or every summary when two counts tie
+    for the largest group (nobody can tell which is right)."""
     dims = {i: int(s.n_features) for i, s in summaries.items()}
     tally = Counter(dims.values())
     if len(tally) < 2:

@@ -935,3 +935,18 @@ def test_helping_pair_runs_each_function_once_in_either_thread():
             fut = pool.submit(_ad_normal, x, h)
             h.serve(fut)
             assert fut.result() == _ad_normal(x)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_merged_copies_keep_the_groups_ranked_by_size(seed):
+    """Two clients holding the same rows up to rounding and a third their mirror image: the server's
+    groups whose centres coincide are merged, and the merged sizes are ranked again, largest first.
+    Before, seed 1 stopped the fit with "FeCAModel: group_sizes must be non-increasing" (the merged group
+    outgrew the one ahead of it); a review of 26b7eb4 found it."""
+    rng = np.random.default_rng(seed)
+    t = 1 - rng.uniform(0, 1e-12, (60, 3))
+    with pytest.warns(FewerGroupsWarning):
+        est = FeCA(n_clusters=3, radius="theoretical", units=None, random_state=0).fit_clients([t, t * (1 - 1e-13), -t])
+    assert (np.diff(est.group_sizes_) <= 0).all() and est.n_clusters_ == 2
+    a, b, c = est.client_labels_
+    assert len(set(a) | set(b)) == 1 and set(c).isdisjoint(a)
