@@ -127,6 +127,17 @@ def test_bad_state_is_named_as_the_state(name):
         est.client_assign(X0, foreign, r0)
 
 
+def test_server_names_the_clients_of_each_feature_count():
+    """Summaries for different feature counts reaching server_aggregate in one process: a ValueError that says
+    which clients sent which count (before: only the counts, "[3, 4]")."""
+    rng = np.random.default_rng(0)
+    est = KFed(n_clusters=2)
+    ups = [est.client_summarize(rng.normal(size=(30, d)), client_index=i, random_state=0)[0]
+           for i, d in enumerate([3, 4, 3])]
+    with pytest.raises(ValueError, match=r"different feature counts: 3 from client\(s\) 0, 2; 4 from client\(s\) 1$"):
+        est.server_aggregate(ups, random_state=0)
+
+
 def _with_value(state, name, value):
     values = dict(state.values)
     values[name] = value
