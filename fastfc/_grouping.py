@@ -28,6 +28,12 @@ __all__ = ["near_duplicate_groups", "variance_split_groups", "ward_cut"]
 #: float64 itself resolves 1.1e-16 of it
 DUPLICATE_RTOL = 1e-10
 
+#: what a warning about near-duplicate uploads adds: the tolerance cannot tell rounding from real gaps that
+#: small against a large common offset (3 clusters 30 apart at 1e12)
+DUPLICATE_HINT = (f"equal up to {DUPLICATE_RTOL:g} of each feature's largest magnitude: identical rows, or "
+                  "clusters whose gaps are that small against a large common offset, which subtracting the "
+                  "offset from the data resolves")
+
 
 def near_duplicate_groups(points: np.ndarray, rtol: float = DUPLICATE_RTOL) -> tuple[np.ndarray, np.ndarray]:
     """Group the points that are equal up to rounding.

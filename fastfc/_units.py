@@ -43,8 +43,22 @@ __all__ = [
     "scale_ratio",
 ]
 
-#: a feature whose standard deviation is at most this fraction of its mean magnitude is constant
+#: a feature whose standard deviation is at most this fraction of its mean magnitude is constant (the
+#: cutoff of many rows; fewer rows get a smaller one, :func:`constant_cutoff`)
 _REL_CONSTANT = 1e-9
+
+
+def constant_cutoff(count) -> float:
+    """Relative spread (standard deviation / mean magnitude) at or below which a feature of ``count`` rows is
+    constant.
+
+    A constant feature's moments carry rounding only: its mean, summed row by row, errs by at most
+    ``count`` x 2^-53 of its magnitude, and that error is all of its computed spread (every deviation is the
+    same). The cutoff is 8 times that bound, capped at :data:`_REL_CONSTANT` (reached at about 1.1 million
+    rows). A fixed 1e-9 took real structure on a large common offset for a constant (3 clusters 30 apart at
+    3e10: one cluster and a false "all rows are identical"), though float64 resolves it by far.
+    """
+    return min(_REL_CONSTANT, 8.0 * max(float(count), 1.0) * 2.0 ** -53)
 
 
 class ConstantFeatureWarning(UserWarning):
@@ -258,11 +272,12 @@ class FeatureScaler:
     weight: np.ndarray
 
     @classmethod
-    def from_moments(cls, mean: np.ndarray, var: np.ndarray) -> FeatureScaler:
-        """Scaler of the given per-feature mean and variance."""
+    def from_moments(cls, mean: np.ndarray, var: np.ndarray, count=None) -> FeatureScaler:
+        """Scaler of the given per-feature mean and variance over ``count`` rows (None: many); a feature
+        whose spread is within :func:`constant_cutoff` of its mean is constant."""
         mean = np.asarray(mean, dtype=np.float64)
         std = np.sqrt(np.maximum(np.asarray(var, dtype=np.float64), 0.0))
-        constant = std <= _REL_CONSTANT * np.abs(mean)
+        constant = std <= (_REL_CONSTANT if count is None else constant_cutoff(count)) * np.abs(mean)
         constant |= ~(std > 0)  # zero (or NaN-free underflow) variance
         scale = np.where(constant, 0.0, std)
         weight = np.zeros_like(scale)
@@ -385,7 +400,7 @@ def local_scaler(X: np.ndarray, n_jobs=1) -> tuple[FeatureScaler, np.ndarray]:
         :func:`feature_moments` of ``X``, what the client uploads.
     """
     moments = feature_moments(X, n_jobs)
-    return FeatureScaler.from_moments(moments[1], moments[2]), moments
+    return FeatureScaler.from_moments(moments[1], moments[2], X.shape[0]), moments
 
 
 def global_scaler(moments: list[np.ndarray], *, who: str = "fastfc") -> FeatureScaler:
@@ -408,8 +423,8 @@ def global_scaler(moments: list[np.ndarray], *, who: str = "fastfc") -> FeatureS
         When some feature is constant over all rows (it then carries no distance);
         the message names the features, or says that every row is identical.
     """
-    _, mean, var = pool_moments(moments)
-    scaler = FeatureScaler.from_moments(mean, var)
+    count, mean, var = pool_moments(moments)
+    scaler = FeatureScaler.from_moments(mean, var, count)
     const = np.flatnonzero(scaler.constant)
     if const.size == scaler.weight.size:
         warn_caller(

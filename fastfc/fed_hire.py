@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cpl import candidate_count, cpl, mcpl, weighted_kmodes
-from ._grouping import near_duplicate_groups, variance_split_groups, ward_cut
+from ._grouping import DUPLICATE_HINT, near_duplicate_groups, variance_split_groups, ward_cut
 from ._limits import MAX_ABS_MEAN
 from ._state import ClientState
 from ._units import fill_empty_array, standardize_rows
@@ -432,15 +432,20 @@ def _has_distinct_rows(C: np.ndarray, k: int) -> bool:
         m = min(n, 8 * m)
 
 
-def _degenerate_fusion(C: np.ndarray, n_clusters: int) -> tuple[np.ndarray, np.ndarray]:
-    """One global cluster per distinct uploaded centroid, with a warning (fewer than ``k*``)."""
+def _degenerate_fusion(C: np.ndarray, n_clusters: int, near: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """One global cluster per distinct uploaded centroid, with a warning (fewer than ``k*``); ``near``: ``C``
+    holds one representative of each group of near-duplicate uploads, and the warning says so."""
     U, inv = np.unique(C, axis=0, return_inverse=True)
     inv = inv.reshape(-1).astype(np.int64)
-    what = ("all rows of all clients are identical" if U.shape[0] == 1
-            else f"the clients' uploads hold only {U.shape[0]} distinct points")
+    if near:
+        what = (f"the clients' uploads are {'one point' if U.shape[0] == 1 else f'only {U.shape[0]} points'} "
+                f"({DUPLICATE_HINT})")
+    else:
+        what = ("all rows of all clients are identical" if U.shape[0] == 1
+                else f"the clients' uploads hold only {U.shape[0]} distinct points")
     warn_caller(
-        f"{what}: returning {U.shape[0]} cluster(s) instead of n_clusters={n_clusters} "
-        "(no clustering structure to split further)",
+        f"{what}: returning {U.shape[0]} cluster(s) instead of "
+        f"n_clusters={n_clusters} (no clustering structure to split further)",
         DegenerateFederationWarning,
     )
     return inv, inv[:, None].copy()
@@ -742,7 +747,9 @@ class FedHIRE(BaseFederatedClusterer):
                                            else not _has_distinct_rows(Cs, self.n_clusters))
         for attempt in range(attempts):
             if too_few:
-                labels, Z = _degenerate_fusion(Cs[reps], self.n_clusters)
+                # (the hint on near-duplicates only when some merged uploads are not exactly equal)
+                near = self.semantics != "reference" and np.unique(C, axis=0).shape[0] > reps.shape[0]
+                labels, Z = _degenerate_fusion(Cs[reps], self.n_clusters, near=near)
                 labels, Z = labels[dup], np.ascontiguousarray(Z[dup])
                 break
             try:

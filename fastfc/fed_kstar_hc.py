@@ -72,7 +72,7 @@ from . import _units
 from ._kernels import _kstar
 from ._limits import MAX_ABS_MEAN, MAX_COUNT
 from ._parallel import sklearn_seed
-from ._grouping import near_duplicate_groups, variance_split_groups
+from ._grouping import DUPLICATE_HINT, near_duplicate_groups, variance_split_groups
 from ._state import ClientState, require_array
 from ._warnings import warn_caller
 from .base import BaseFederatedClusterer
@@ -2174,9 +2174,10 @@ class FedKStarHC(BaseFederatedClusterer):
         n = int(counts.sum())
         scores, weight = np.zeros(0), None
         merges, heights = np.zeros((0, 2), dtype=np.int64), np.zeros(0)
-        if not (std > IDENTICAL_RTOL * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)).any():
+        rtol = min(IDENTICAL_RTOL, _units.constant_cutoff(n))  # the rounding n rows' moments can carry
+        if not (std > rtol * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)).any():
             warn_caller(
-                f"all {n} rows are identical (every feature's spread is below {IDENTICAL_RTOL:g} of its value): "
+                f"all {n} rows are identical (every feature's spread is below {rtol:.3g} of its value): "
                 "returning one cluster" + ("" if self.n_clusters in (None, 1) else f" instead of {self.n_clusters}"),
                 RuntimeWarning,
             )
@@ -2202,8 +2203,9 @@ class FedKStarHC(BaseFederatedClusterer):
             else:
                 k = int(self.n_clusters)
                 if k > reps.shape[0] and reps.shape[0] < k0:
-                    warn_caller(f"the clients' {k0} subclusters have only {reps.shape[0]} distinct means (fewer "
-                                f"distinct rows than n_clusters={k}?): returning {reps.shape[0]} clusters",
+                    warn_caller(f"the clients' {k0} subclusters have only {reps.shape[0]} distinct means "
+                                f"({DUPLICATE_HINT}), fewer than n_clusters={k}: returning {reps.shape[0]} "
+                                "clusters",
                                 RuntimeWarning)
                     k = reps.shape[0]
                 elif k > k0:

@@ -365,3 +365,58 @@ def test_predict_matches_labels_in_the_fit_units(make):
 
     assert adjusted_rand_score(y, est.labels_) == 1.0
     np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+@pytest.mark.parametrize("name, offset", [(n, o) for n in ("kfed", "feca", "fedkmeans", "fedkstarhc")
+                                          for o in (3e10, 1e11, 1e12) if (n, o) != ("fedkstarhc", 1e12)])
+def test_clusters_on_a_large_common_offset_are_found(name, offset):
+    """Three clusters 30 apart on a common offset (300 rows, 1 and 5 clients): float64 resolves them by far,
+    yet a fixed 1e-9 relative cutoff took every feature for a constant from 3e10 on and returned one
+    cluster with a false "all rows are identical" (k-FED, FeCA, FedKMeans, Fed-k*-HC; found by a fuzz audit).
+    The cutoff now follows the rows: what a constant feature's row-by-row mean can carry in rounding.
+    (Fed-k*-HC at 1e12 merges its uploads as near-duplicates; the next test.)"""
+    import warnings
+
+    from fastfc.experiment import make_estimator
+    from fastfc.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(200)
+    y = np.repeat(np.arange(3), 100)
+    X = 30.0 * np.eye(3)[y] + rng.normal(size=(300, 3)) + offset
+    for c in (1, 5):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning: nothing degenerate here
+            est = make_estimator(name, n_clusters=3, random_state=0).fit(X, client_ids=np.arange(300) % c)
+        assert adjusted_rand_score(y, est.labels_) == 1.0
+
+
+def test_gaps_below_the_duplicate_tolerance_are_named_in_the_warning():
+    """Fed-HIRE, GOLD and Fed-k*-HC take uploads equal up to 1e-10 of each feature's largest magnitude for
+    copies of one point; clusters 30 apart on an offset of 1e12 are that close. The warning says so and
+    what resolves it, instead of claiming that all rows are identical."""
+    from fastfc.experiment import make_estimator
+
+    rng = np.random.default_rng(200)
+    y = np.repeat(np.arange(3), 100)
+    X = 30.0 * np.eye(3)[y] + rng.normal(size=(300, 3)) + 1e12
+    for name in ("fedhire", "gold", "fedkstarhc"):
+        with pytest.warns(Warning, match="equal up to 1e-10 of each feature's largest magnitude: identical rows, "
+                                         "or clusters whose gaps are that small against a large common offset"):
+            make_estimator(name, n_clusters=3, random_state=0).fit(X)
+        est = make_estimator(name, n_clusters=3, random_state=0).fit(X - 1e12)  # the offset subtracted
+        assert len(set(zip(y, est.labels_))) == 3
+
+
+@pytest.mark.parametrize("n", [2, 1000, 100_000])
+def test_constant_feature_on_any_offset_stays_constant(n):
+    """The row-dependent cutoff still takes a truly constant feature for a constant: its computed spread (the
+    rounding of its mean) stays within the cutoff for any value, and the feature gets weight 0."""
+    from fastfc._units import FeatureScaler, constant_cutoff, feature_moments
+
+    rng = np.random.default_rng(n)
+    values = np.concatenate([rng.uniform(-1, 1, 20) * 10.0 ** rng.integers(-30, 30, 20), [3e10 + 0.123, 1e12 / 3]])
+    for v in values:
+        X = np.c_[np.full(n, v), rng.normal(size=n), np.full(n, v), np.full(n, -v)]  # 4 columns: the compiled pass
+        moments = feature_moments(X)
+        assert np.sqrt(moments[2, 0]) <= constant_cutoff(n) * abs(moments[1, 0])
+        assert FeatureScaler.from_moments(moments[1], moments[2], n).constant.tolist() == [True, False, True, True]
