@@ -186,6 +186,21 @@ def make_cases(rng_seed: int = 0) -> list[Case]:
     cases.append(Case("float32 1e30", (X * 1e30).astype(np.float32), ids, y, 3, "float32, |x| up to ~1e32"))
     cases.append(Case("float64 1e140", X * 1e140, ids, y, 3, "float64, |x| up to ~1e142"))
     cases.append(Case("float32 1e-30", (X * 1e-30).astype(np.float32), ids, y, 3, "float32, tiny values"))
+    # found by a fuzz audit of easy data (session of 2026-11-29); their own random stream, so that the cases
+    # above keep their data
+    rng2 = np.random.default_rng(rng_seed + 1000)
+    yl = np.repeat(np.arange(4), 75)
+    Xl = np.c_[30.0 * yl, np.zeros(300)] + rng2.normal(size=(300, 2))
+    cases.append(Case("line + 1 noise feature", Xl, np.arange(300) % 3, yl, 4,
+                      "4 clusters 30 apart on a line in feature 0, feature 1 unit noise"))
+    Xs5, ys5 = blobs(rng2, k=2, n=1000, d=3, sizes=[50, 950])
+    cases.append(Case("5% vs 95%, one client", Xs5, np.zeros(1000, int), ys5, 2, "cluster sizes 50 and 950"))
+    Xs2, ys2 = blobs(rng2, k=2, n=1000, d=3, sizes=[20, 980])
+    cases.append(Case("2% over 50 clients", Xs2, rng2.permutation(np.arange(1000) % 50), ys2, 2,
+                      "cluster sizes 20 and 980, 50 IID clients of 20 rows"))
+    Xo, yo = blobs(rng2, k=3, n=300, d=3)
+    cases.append(Case("offset 3e10", Xo + 3e10, np.arange(300) % 3, yo, 3, "3 clusters 30 apart + 3e10"))
+    cases.append(Case("offset 1e12", Xo + 1e12, np.arange(300) % 3, yo, 3, "3 clusters 30 apart + 1e12"))
     # bad input: the error should name the problem
     Xn = X.copy()
     Xn[5, 1] = np.nan
