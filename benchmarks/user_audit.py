@@ -193,8 +193,10 @@ def make_cases(rng_seed: int = 0) -> list[Case]:
     Xl = np.c_[30.0 * yl, np.zeros(300)] + rng2.normal(size=(300, 2))
     cases.append(Case("line + 1 noise feature", Xl, np.arange(300) % 3, yl, 4,
                       "4 clusters 30 apart on a line in feature 0, feature 1 unit noise"))
-    Xs5, ys5 = blobs(rng2, k=2, n=1000, d=3, sizes=[50, 950])
-    cases.append(Case("5% vs 95%, one client", Xs5, np.zeros(1000, int), ys5, 2, "cluster sizes 50 and 950"))
+    ys5 = np.repeat([0, 1], [50, 950])
+    Xs5 = np.array([[0.0, 0, 0], [30, 0, 0]])[ys5] + rng2.normal(size=(1000, 3))
+    cases.append(Case("5% vs 95%, one client", Xs5, np.zeros(1000, int), ys5, 2,
+                      "cluster sizes 50 and 950, 30 apart in feature 0, features 1-2 unit noise"))
     Xs2, ys2 = blobs(rng2, k=2, n=1000, d=3, sizes=[20, 980])
     cases.append(Case("2% over 50 clients", Xs2, rng2.permutation(np.arange(1000) % 50), ys2, 2,
                       "cluster sizes 20 and 980, 50 IID clients of 20 rows"))
