@@ -126,9 +126,6 @@ MERGE_EPS = 1e-12
 SUBSTITUTE_MAX_ABS = 64 * MAX_ABS_MEAN
 #: ``mode="robust"``: smallest subcluster a client uploads (independent of the dimension)
 ROBUST_MIN_SIZE = 3
-#: ``mode="robust"``: rows are "all identical" when every feature's spread is below this
-#: fraction of its magnitude (rounding of the uploaded means leaves ~1e-16)
-IDENTICAL_RTOL = 1e-9
 #: ``select_k_bic``: pseudo-rows at the global variance added to every cluster variance
 BIC_PSEUDO_ROWS = 0.1
 #: ``k_select="bic_eff"``: weight of the uploaded subclusters in BIC's effective sample size
@@ -2174,7 +2171,7 @@ class FedKStarHC(BaseFederatedClusterer):
         n = int(counts.sum())
         scores, weight = np.zeros(0), None
         merges, heights = np.zeros((0, 2), dtype=np.int64), np.zeros(0)
-        rtol = min(IDENTICAL_RTOL, _units.constant_cutoff(n))  # the rounding n rows' moments can carry
+        rtol = _units.constant_cutoff(n)  # the rounding n rows' moments can carry (the scalers' own cutoff)
         if not (std > rtol * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)).any():
             warn_caller(
                 f"all {n} rows are identical (every feature's spread is below {rtol:.3g} of its value): "

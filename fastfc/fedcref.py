@@ -771,10 +771,10 @@ class FedCRef(BaseFederatedClusterer):
         elif isinstance(upload, FedCRefTrainUpdate):
             if upload.client not in v["task_clients"]:
                 raise MessageError(f"{who}: sent a train update, but was given no training task")
-            n_tasks = sum(cc == upload.client for m in v["members"] for cc, _ in m)
-            if upload.params.shape != (n_tasks, self._layout(d).n_params):
+            expected = (sum(cc == upload.client for m in v["members"] for cc, _ in m), self._layout(d).n_params)
+            if upload.params.shape != expected:
                 raise MessageError(f"{who}: its train update has parameters of shape {upload.params.shape}, its task "
-                                   f"asked for ({n_tasks}, {self._layout(d).n_params})")
+                                   f"asked for {expected}")
         elif isinstance(upload, FedCRefModels):
             self._check_models_upload(upload, who, d, n_local)
 
@@ -1242,10 +1242,7 @@ class FedCRef(BaseFederatedClusterer):
 
     def _server_round(self, uploads, server_state, rng, n_threads, round):
         values = dict(server_state.values)
-        kinds = {type(u) for u in uploads}
-        if len(kinds) != 1:
-            raise MessageError(f"round {round} uploads mix message types: {sorted(k.__name__ for k in kinds)}")
-        kind = kinds.pop()
+        kind = values["expect"]  # every upload is of it (_check_round_upload, run on each before this)
         d = int(uploads[0].n_features)
         clients = [u.client for u in uploads]
         values["history"] = [dict(h) for h in values["history"]]
